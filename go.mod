@@ -1,0 +1,16 @@
+module github.com/softmrc/softmrc
+
+go 1.26.0
+
+require (
+	github.com/asavie/xdp v0.3.3 // indirect
+	github.com/cilium/ebpf v0.22.0 // indirect
+	github.com/google/gopacket v1.1.19 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go
