@@ -1,0 +1,550 @@
+package wire
+
+import "errors"
+
+// SACKFields are the SETH and CC_STATE fields of a SACK.
+type SACKFields struct {
+	M            MultipathVerdict
+	Probe        bool // pr: this SACK answers a reliability probe
+	AckPSNOffset int16
+	Entropy      EV // reflected EV
+	SPDCID       uint16
+	DPDCID       uint16
+	CackPSN      PSN
+	CCType       uint8
+	CCFlags      uint8
+	MPR          uint8 // units of 128 PSNs; 0 = dynamic MPR off
+	SackOffset   int16 // bitmap base = CackPSN + SackOffset
+	Bitmap       uint64
+	// CC_STATE
+	TSEcho      uint16 // echoed TSETH timestamp
+	OOOCount    uint16 // 15 bits
+	RestoreCwnd bool
+	RcvCwndPen  uint8  // 7 bits
+	RcvdBytes   uint32 // 24 bits, units of 256 bytes
+}
+
+// NACKFields are the NETH fields.
+type NACKFields struct {
+	Reason    NackReason
+	Vendor    uint8
+	Entropy   EV
+	SPDCID    uint16
+	DPDCID    uint16
+	NackPSN   PSN
+	CCType    uint8
+	CCFlags   uint8
+	Timestamp uint16
+}
+
+// ProbeFields are the PETH fields.
+type ProbeFields struct {
+	ProbeID   uint16
+	SPDCID    uint16
+	DPDCID    uint16
+	Timestamp uint16
+	TSR       bool
+	FType     uint8
+}
+
+// EndpointFields are the ERTH (request) or EETH (response) fields.
+type EndpointFields struct {
+	Op             EndpointOp
+	PortStatusMask uint32 // bit p set = port/plane p is up (ours; polarity is not public)
+	Timestamp      uint16
+}
+
+// Packet describes one whole MRC frame. Which header groups matter is decided
+// by Opcode (and Encap, HasTS). Encode writes it; Decoder.Decode fills it from
+// bytes without allocating (Payload then aliases the frame).
+type Packet struct {
+	DstMAC, SrcMAC [6]byte
+
+	// Encap selects SRv6 mode: an outer IPv6 header (next header 41) whose
+	// destination is the uSID container.
+	Encap    bool
+	OuterSrc Addr128
+	OuterDst Addr128
+
+	// The (inner) IPv6 header that carries UDP: the NICs' own addresses.
+	Src, Dst Addr128
+
+	// Traffic class and hop limit of the outermost header (written into both
+	// headers on Encode; read from the outermost on Decode).
+	DSCP     uint8
+	ECN      uint8
+	HopLimit uint8
+
+	// EV rides in the UDP source port and the flow label (ev.go).
+	EV      EV
+	DstPort uint16 // 0 means 4791
+
+	// BTH
+	Opcode   Opcode
+	SE       bool
+	MigReq   bool
+	PKey     uint16
+	DestQP   QPN
+	AckReq   bool
+	R        bool
+	Rtx      bool
+	PSN      PSN
+	PadCount uint8 // set by Encode from len(Payload); read by Decode
+
+	// METH (data)
+	MSN   MSN
+	RQMSN MSN
+
+	// TSETH (data, when HasTS)
+	HasTS bool
+	TS    uint16
+	TSR   bool
+	FType uint8
+
+	// RETH (data)
+	VA     uint64
+	RKey   uint32
+	DMALen uint32
+
+	// ImmDt (WriteLastImm, WriteOnlyImm)
+	Imm uint32
+
+	// AETH (Ack)
+	Syndrome uint8
+	AckMSN   uint32 // 24 bits
+
+	SACK     SACKFields
+	NACK     NACKFields
+	Probe    ProbeFields
+	Endpoint EndpointFields
+
+	Payload []byte
+
+	// Filled by Decode.
+	Trimmed  bool   // DSCP says trimmed and the frame ends after the headers
+	ICRC     uint32 // as found on the wire (little-endian per RoCEv2)
+	InnerOff int    // offset of the IPv6 header that carries UDP
+	BTHOff   int    // offset of BTH
+	PayOff   int    // offset of the payload
+}
+
+// Errors returned by Encode and Decode. They are values so that the hot path
+// never allocates; callers count them by identity.
+var (
+	ErrShortBuffer = errors.New("wire: buffer too small for the packet")
+	ErrTruncated   = errors.New("wire: frame truncated")
+	ErrNotIPv6     = errors.New("wire: not an IPv6 frame")
+	ErrNotUDP      = errors.New("wire: not UDP (or not IPv6-in-IPv6 carrying UDP)")
+	ErrPort        = errors.New("wire: UDP destination port is not an MRC port")
+	ErrOpcode      = errors.New("wire: unknown or unsupported BTH opcode")
+	ErrLength      = errors.New("wire: length fields disagree with the frame")
+	ErrPayload     = errors.New("wire: payload on a packet kind that has none")
+	ErrField       = errors.New("wire: field out of range")
+)
+
+// extLen is the length of the headers after BTH for op (without TSETH).
+func extLen(op Opcode) int {
+	switch {
+	case op.IsData():
+		n := METHLen + RETHLen
+		if op.HasImm() {
+			n += ImmDtLen
+		}
+		return n
+	case op == OpAck:
+		return AETHLen
+	case op == OpSACK:
+		return SETHLen + CCStateLen
+	case op == OpNACK:
+		return NETHLen
+	case op == OpProbe:
+		return PETHLen
+	case op == OpEndpointReq:
+		return ERTHLen
+	case op == OpEndpointResp:
+		return EETHLen
+	}
+	return -1
+}
+
+// HeaderLen is the number of bytes before the payload of p.
+func (p *Packet) HeaderLen() int {
+	n := EthLen + IPv6Len + UDPLen + BTHLen + extLen(p.Opcode)
+	if p.Encap {
+		n += IPv6Len
+	}
+	if p.HasTS && p.Opcode.IsData() {
+		n += TSETHLen
+	}
+	return n
+}
+
+// Len is the encoded frame length of p.
+func (p *Packet) Len() int {
+	return p.HeaderLen() + len(p.Payload) + (-len(p.Payload))&3 + ICRCLen
+}
+
+// Encode writes p into b and returns the frame length. It sets the length
+// fields, the pad count and the ICRC; the UDP checksum is 0.
+func (p *Packet) Encode(b []byte) (int, error) {
+	if !p.Opcode.Known() {
+		return 0, ErrOpcode
+	}
+	if !p.Opcode.IsData() && len(p.Payload) > 0 {
+		return 0, ErrPayload
+	}
+	if !p.PSN.Valid() || p.DestQP > QPNMask || p.DSCP > 63 || p.ECN > 3 {
+		return 0, ErrField
+	}
+	n := p.Len()
+	if len(b) < n {
+		return 0, ErrShortBuffer
+	}
+	b = b[:n]
+	eth := Eth(b)
+	eth.SetDst(p.DstMAC)
+	eth.SetSrc(p.SrcMAC)
+	eth.SetEtherType(EtherTypeIPv6)
+	off := EthLen
+	hop := p.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	flow := p.EV.FlowLabel()
+	if p.Encap {
+		o := IPv6(b[off:])
+		o.SetVersionTCFlow(p.DSCP, p.ECN, flow)
+		o.SetPayloadLen(uint16(n - off - IPv6Len))
+		o.SetNextHeader(ProtoIPv6)
+		o.SetHopLimit(hop)
+		o.SetSrc(p.OuterSrc)
+		o.SetDst(p.OuterDst)
+		off += IPv6Len
+	}
+	inner := IPv6(b[off:])
+	innerOff := off
+	inner.SetVersionTCFlow(p.DSCP, p.ECN, flow)
+	inner.SetPayloadLen(uint16(n - off - IPv6Len))
+	inner.SetNextHeader(ProtoUDP)
+	inner.SetHopLimit(hop)
+	inner.SetSrc(p.Src)
+	inner.SetDst(p.Dst)
+	off += IPv6Len
+	u := UDP(b[off:])
+	u.SetSrcPort(p.EV.SrcPort())
+	port := p.DstPort
+	if port == 0 {
+		port = UDPPortRoCEv2
+	}
+	u.SetDstPort(port)
+	u.SetLength(uint16(n - off))
+	u.SetChecksum(0)
+	off += UDPLen
+
+	pad := uint8((-len(p.Payload)) & 3)
+	h := b[off : off+BTHLen]
+	h[0] = byte(p.Opcode)
+	h[1] = pad << 4 // TVer 0
+	if p.SE {
+		h[1] |= 0x80
+	}
+	if p.MigReq {
+		h[1] |= 0x40
+	}
+	be.PutUint16(h[2:4], p.PKey)
+	be.PutUint32(h[4:8], uint32(p.DestQP)) // byte 4 reserved = 0
+	be.PutUint32(h[8:12], uint32(p.PSN))
+	var f byte
+	if p.AckReq {
+		f |= 0x80
+	}
+	if p.R {
+		f |= 0x40
+	}
+	if p.Rtx {
+		f |= 0x20
+	}
+	hasTS := p.HasTS && p.Opcode.IsData()
+	if hasTS {
+		f |= 0x10
+	}
+	h[8] = f
+	off += BTHLen
+
+	switch op := p.Opcode; {
+	case op.IsData():
+		be.PutUint16(b[off:], uint16(p.RQMSN))
+		be.PutUint16(b[off+2:], uint16(p.MSN))
+		off += METHLen
+		if hasTS {
+			be.PutUint16(b[off:], p.TS)
+			var t uint16
+			if p.TSR {
+				t = 0x8000
+			}
+			be.PutUint16(b[off+2:], t|uint16(p.FType&0xF))
+			off += TSETHLen
+		}
+		be.PutUint64(b[off:], p.VA)
+		be.PutUint32(b[off+8:], p.RKey)
+		be.PutUint32(b[off+12:], p.DMALen)
+		off += RETHLen
+		if op.HasImm() {
+			be.PutUint32(b[off:], p.Imm)
+			off += ImmDtLen
+		}
+	case op == OpAck:
+		be.PutUint32(b[off:], uint32(p.Syndrome)<<24|p.AckMSN&0xFFFFFF)
+		off += AETHLen
+	case op == OpSACK:
+		s := &p.SACK
+		x := b[off : off+SETHLen+CCStateLen]
+		clear(x)
+		w := uint16(s.M&3) << 5
+		if s.Probe {
+			w |= 0x2
+		}
+		be.PutUint16(x[0:], w)
+		be.PutUint16(x[2:], uint16(s.AckPSNOffset))
+		be.PutUint32(x[4:], uint32(s.Entropy))
+		be.PutUint16(x[8:], s.SPDCID)
+		be.PutUint16(x[10:], s.DPDCID)
+		be.PutUint32(x[12:], uint32(s.CackPSN)&PSNMask)
+		x[16] = s.CCType<<4 | s.CCFlags&0xF
+		x[17] = s.MPR
+		be.PutUint16(x[18:], uint16(s.SackOffset))
+		be.PutUint64(x[20:], s.Bitmap)
+		be.PutUint16(x[28:], s.TSEcho)
+		be.PutUint16(x[30:], s.OOOCount&0x7FFF)
+		cw := s.RcvdBytes & 0xFFFFFF
+		cw |= uint32(s.RcvCwndPen&0x7F) << 24
+		if s.RestoreCwnd {
+			cw |= 1 << 31
+		}
+		be.PutUint32(x[32:], cw)
+		off += SETHLen + CCStateLen
+	case op == OpNACK:
+		s := &p.NACK
+		x := b[off : off+NETHLen]
+		clear(x)
+		x[2] = byte(s.Reason)
+		x[3] = s.Vendor
+		be.PutUint32(x[4:], uint32(s.Entropy))
+		be.PutUint16(x[8:], s.SPDCID)
+		be.PutUint16(x[10:], s.DPDCID)
+		be.PutUint32(x[12:], uint32(s.NackPSN)&PSNMask)
+		x[16] = s.CCType<<4 | s.CCFlags&0xF
+		be.PutUint16(x[18:], s.Timestamp)
+		off += NETHLen
+	case op == OpProbe:
+		s := &p.Probe
+		x := b[off : off+PETHLen]
+		clear(x)
+		be.PutUint16(x[4:], s.ProbeID)
+		be.PutUint16(x[8:], s.SPDCID)
+		be.PutUint16(x[10:], s.DPDCID)
+		be.PutUint16(x[12:], s.Timestamp)
+		var t uint16
+		if s.TSR {
+			t = 0x8000
+		}
+		be.PutUint16(x[14:], t|uint16(s.FType&0xF))
+		off += PETHLen
+	case op == OpEndpointReq:
+		s := &p.Endpoint
+		x := b[off : off+ERTHLen]
+		clear(x)
+		x[1] = byte(s.Op&3) << 4
+		be.PutUint32(x[4:], s.PortStatusMask)
+		be.PutUint16(x[12:], s.Timestamp)
+		be.PutUint16(x[14:], FTypeTimestamp)
+		off += ERTHLen
+	case op == OpEndpointResp:
+		s := &p.Endpoint
+		x := b[off : off+EETHLen]
+		clear(x)
+		x[1] = byte(s.Op&3) << 4
+		be.PutUint32(x[4:], s.PortStatusMask)
+		be.PutUint16(x[28:], s.Timestamp)
+		off += EETHLen
+	}
+	off += copy(b[off:], p.Payload)
+	for i := uint8(0); i < pad; i++ {
+		b[off] = 0
+		off++
+	}
+	crc := ICRC(b[innerOff:off])
+	le.PutUint32(b[off:], crc)
+	p.PadCount = pad
+	return n, nil
+}
+
+// Decoder parses frames. The zero value accepts UDP ports 4791 and 4971.
+type Decoder struct {
+	// Port, when non-zero, is the only UDP destination port accepted.
+	Port uint16
+}
+
+// Decode parses frame into p. It checks structure and lengths, not the ICRC
+// (see CheckICRC), and never allocates. A frame whose outermost DSCP is
+// TRIMMED or TRIMMED_LASTHOP and that ends right after the headers decodes
+// with Trimmed set and an empty payload.
+func (d Decoder) Decode(frame []byte, p *Packet) error {
+	if len(frame) < EthLen+IPv6Len {
+		return ErrTruncated
+	}
+	eth := Eth(frame)
+	if eth.EtherType() != EtherTypeIPv6 {
+		return ErrNotIPv6
+	}
+	p.DstMAC, p.SrcMAC = eth.Dst(), eth.Src()
+	off := EthLen
+	outer := IPv6(frame[off:])
+	if outer.Version() != 6 {
+		return ErrNotIPv6
+	}
+	if int(outer.PayloadLen()) != len(frame)-off-IPv6Len {
+		return ErrLength
+	}
+	p.DSCP, p.ECN, p.HopLimit = outer.DSCP(), outer.ECN(), outer.HopLimit()
+	p.Encap = false
+	p.OuterSrc, p.OuterDst = Addr128{}, Addr128{}
+	ip := outer
+	if outer.NextHeader() == ProtoIPv6 {
+		p.Encap = true
+		p.OuterSrc, p.OuterDst = outer.Src(), outer.Dst()
+		off += IPv6Len
+		if len(frame) < off+IPv6Len {
+			return ErrTruncated
+		}
+		ip = IPv6(frame[off:])
+		if ip.Version() != 6 {
+			return ErrNotIPv6
+		}
+		if int(ip.PayloadLen()) != len(frame)-off-IPv6Len {
+			return ErrLength
+		}
+	}
+	if ip.NextHeader() != ProtoUDP {
+		return ErrNotUDP
+	}
+	p.InnerOff = off
+	p.Src, p.Dst = ip.Src(), ip.Dst()
+	flow := ip.FlowLabel()
+	off += IPv6Len
+	if len(frame) < off+UDPLen+BTHLen {
+		return ErrTruncated
+	}
+	u := UDP(frame[off:])
+	port := u.DstPort()
+	if d.Port != 0 {
+		if port != d.Port {
+			return ErrPort
+		}
+	} else if port != UDPPortRoCEv2 && port != UDPPortAlias {
+		return ErrPort
+	}
+	if int(u.Length()) != len(frame)-off {
+		return ErrLength
+	}
+	p.DstPort = port
+	p.EV = EVFromWire(u.SrcPort(), flow)
+	off += UDPLen
+
+	h := BTH(frame[off:])
+	p.BTHOff = off
+	p.Opcode = h.Opcode()
+	if !p.Opcode.Known() {
+		return ErrOpcode
+	}
+	p.SE, p.MigReq, p.PadCount = h.SE(), h.MigReq(), h.PadCount()
+	p.PKey, p.DestQP, p.PSN = h.PKey(), h.DestQP(), h.PSN()
+	p.AckReq, p.R, p.Rtx = h.AckReq(), h.R(), h.Rtx()
+	p.HasTS = h.TS() && p.Opcode.IsData()
+	off += BTHLen
+	need := extLen(p.Opcode)
+	if p.HasTS {
+		need += TSETHLen
+	}
+	if len(frame) < off+need {
+		return ErrTruncated
+	}
+	switch op := p.Opcode; {
+	case op.IsData():
+		m := METH(frame[off:])
+		p.RQMSN, p.MSN = m.RQMSN(), m.MSN()
+		off += METHLen
+		if p.HasTS {
+			t := TSETH(frame[off:])
+			p.TS, p.TSR, p.FType = t.Timestamp(), t.TSR(), t.FType()
+			off += TSETHLen
+		} else {
+			p.TS, p.TSR, p.FType = 0, false, 0
+		}
+		r := RETH(frame[off:])
+		p.VA, p.RKey, p.DMALen = r.VA(), r.RKey(), r.DMALen()
+		off += RETHLen
+		p.Imm = 0
+		if op.HasImm() {
+			p.Imm = be.Uint32(frame[off:])
+			off += ImmDtLen
+		}
+	case op == OpAck:
+		w := be.Uint32(frame[off:])
+		p.Syndrome, p.AckMSN = uint8(w>>24), w&0xFFFFFF
+		off += AETHLen
+	case op == OpSACK:
+		x := SETH(frame[off:])
+		c := CCState(frame[off+SETHLen:])
+		p.SACK = SACKFields{
+			M: x.M(), Probe: x.Probe(), AckPSNOffset: x.AckPSNOffset(), Entropy: x.Entropy(),
+			SPDCID: x.SPDCID(), DPDCID: x.DPDCID(), CackPSN: x.CackPSN(),
+			CCType: x.CCType(), CCFlags: x.CCFlags(), MPR: x.MPR(), SackOffset: x.SackOffset(),
+			Bitmap: x.Bitmap(), TSEcho: c.Timestamp(), OOOCount: c.OOOCount(),
+			RestoreCwnd: c.RestoreCwnd(), RcvCwndPen: c.RcvCwndPen(), RcvdBytes: c.RcvdBytes(),
+		}
+		off += SETHLen + CCStateLen
+	case op == OpNACK:
+		x := NETH(frame[off:])
+		p.NACK = NACKFields{
+			Reason: x.Reason(), Vendor: x.Vendor(), Entropy: x.Entropy(), SPDCID: x.SPDCID(),
+			DPDCID: x.DPDCID(), NackPSN: x.NackPSN(), CCType: x.CCType(), CCFlags: x.CCFlags(),
+			Timestamp: x.Timestamp(),
+		}
+		off += NETHLen
+	case op == OpProbe:
+		x := PETH(frame[off:])
+		p.Probe = ProbeFields{
+			ProbeID: x.ProbeID(), SPDCID: x.SPDCID(), DPDCID: x.DPDCID(), Timestamp: x.Timestamp(),
+			TSR: frame[off+14]&0x80 != 0, FType: frame[off+15] & 0xF,
+		}
+		off += PETHLen
+	case op == OpEndpointReq:
+		x := ERTH(frame[off:])
+		p.Endpoint = EndpointFields{Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp()}
+		off += ERTHLen
+	case op == OpEndpointResp:
+		x := EETH(frame[off:])
+		p.Endpoint = EndpointFields{Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp()}
+		off += EETHLen
+	}
+	p.PayOff = off
+	rest := len(frame) - off
+	p.Trimmed = false
+	if rest == 0 && p.Opcode.IsData() && (p.DSCP == DSCPTrimmed || p.DSCP == DSCPTrimmedLastHop) {
+		p.Trimmed = true
+		p.Payload = frame[off:off]
+		p.ICRC = 0
+		return nil
+	}
+	if rest < ICRCLen+int(p.PadCount) {
+		return ErrTruncated
+	}
+	pay := rest - ICRCLen - int(p.PadCount)
+	if pay > 0 && !p.Opcode.IsData() {
+		return ErrPayload
+	}
+	p.Payload = frame[off : off+pay]
+	p.ICRC = le.Uint32(frame[len(frame)-ICRCLen:])
+	return nil
+}
