@@ -43,11 +43,24 @@ func (h IPv6) SetVersionTCFlow(dscp, ecn uint8, flow uint32) {
 	be.PutUint32(h[0:4], 6<<28|tc<<20|flow&0xFFFFF)
 }
 
-// SetDSCP rewrites the DSCP, keeping ECN and the flow label.
-func (h IPv6) SetDSCP(d uint8) { h.SetVersionTCFlow(d, h.ECN(), h.FlowLabel()) }
+// SetTrafficClass rewrites the 8-bit traffic class (DSCP<<2 | ECN) and
+// nothing else.
+func (h IPv6) SetTrafficClass(tc uint8) {
+	h[0] = h[0]&0xF0 | tc>>4
+	h[1] = h[1]&0x0F | tc<<4
+}
 
-// SetECN rewrites the ECN bits, keeping DSCP and the flow label.
-func (h IPv6) SetECN(e uint8) { h.SetVersionTCFlow(h.DSCP(), e, h.FlowLabel()) }
+// SetDSCP rewrites the DSCP and nothing else (ECN, version, flow label stay).
+func (h IPv6) SetDSCP(d uint8) { h.SetTrafficClass(d<<2 | h.ECN()) }
+
+// SetECN rewrites the ECN bits and nothing else.
+func (h IPv6) SetECN(e uint8) { h.SetTrafficClass(h.DSCP()<<2 | e&3) }
+
+// SetFlowLabel rewrites the 20-bit flow label and nothing else.
+func (h IPv6) SetFlowLabel(f uint32) {
+	h[1] = h[1]&0xF0 | byte(f>>16)&0x0F
+	h[2], h[3] = byte(f>>8), byte(f)
+}
 
 // UDP is a UDP header.
 type UDP []byte
@@ -90,6 +103,12 @@ func (h BTH) SetPSN(p PSN)        { h[9], h[10], h[11] = byte(p>>16), byte(p>>8)
 func (h BTH) SetRtx(v bool)       { setBit(&h[8], 0x20, v) }
 func (h BTH) SetTS(v bool)        { setBit(&h[8], 0x10, v) }
 func (h BTH) SetAckReq(v bool)    { setBit(&h[8], 0x80, v) }
+func (h BTH) SetR(v bool)         { setBit(&h[8], 0x40, v) }
+func (h BTH) SetSE(v bool)        { setBit(&h[1], 0x80, v) }
+func (h BTH) SetMigReq(v bool)    { setBit(&h[1], 0x40, v) }
+func (h BTH) SetPadCount(n uint8) { h[1] = h[1]&^0x30 | (n&3)<<4 }
+func (h BTH) SetTVer(v uint8)     { h[1] = h[1]&^0x0F | v&0xF }
+func (h BTH) SetPKey(k uint16)    { be.PutUint16(h[2:4], k) }
 
 func setBit(b *byte, m byte, v bool) {
 	if v {
@@ -110,16 +129,36 @@ func (h METH) SetMSN(m MSN)   { be.PutUint16(h[2:4], uint16(m)) }
 // TSETH: tx_timestamp(16) | tsr(1) | reserved(11) | ftype(4).
 type TSETH []byte
 
-func (h TSETH) Timestamp() uint16 { return be.Uint16(h[0:2]) }
-func (h TSETH) TSR() bool         { return h[2]&0x80 != 0 }
-func (h TSETH) FType() uint8      { return h[3] & 0xF }
+func (h TSETH) Timestamp() uint16     { return be.Uint16(h[0:2]) }
+func (h TSETH) TSR() bool             { return h[2]&0x80 != 0 }
+func (h TSETH) FType() uint8          { return h[3] & 0xF }
+func (h TSETH) SetTimestamp(t uint16) { be.PutUint16(h[0:2], t) }
+func (h TSETH) SetTSR(v bool)         { setBit(&h[2], 0x80, v) }
+func (h TSETH) SetFType(f uint8)      { h[3] = h[3]&^0xF | f&0xF }
 
 // RETH: VA(64) | R_Key(32) | DMA length(32).
 type RETH []byte
 
-func (h RETH) VA() uint64     { return be.Uint64(h[0:8]) }
-func (h RETH) RKey() uint32   { return be.Uint32(h[8:12]) }
-func (h RETH) DMALen() uint32 { return be.Uint32(h[12:16]) }
+func (h RETH) VA() uint64         { return be.Uint64(h[0:8]) }
+func (h RETH) RKey() uint32       { return be.Uint32(h[8:12]) }
+func (h RETH) DMALen() uint32     { return be.Uint32(h[12:16]) }
+func (h RETH) SetVA(v uint64)     { be.PutUint64(h[0:8], v) }
+func (h RETH) SetRKey(k uint32)   { be.PutUint32(h[8:12], k) }
+func (h RETH) SetDMALen(n uint32) { be.PutUint32(h[12:16], n) }
+
+// ImmDt is the 4-byte immediate data of Write-with-Immediate.
+type ImmDt []byte
+
+func (h ImmDt) Imm() uint32     { return be.Uint32(h[0:4]) }
+func (h ImmDt) SetImm(v uint32) { be.PutUint32(h[0:4], v) }
+
+// AETH is the IBTA ACK extended transport header: syndrome(8) | MSN(24).
+type AETH []byte
+
+func (h AETH) Syndrome() uint8     { return h[0] }
+func (h AETH) MSN() uint32         { return be.Uint32(h[0:4]) & 0xFFFFFF }
+func (h AETH) SetSyndrome(s uint8) { h[0] = s }
+func (h AETH) SetMSN(m uint32)     { h[1], h[2], h[3] = byte(m>>16), byte(m>>8), byte(m) }
 
 // SETH is the reliability SACK header (28 bytes) followed by CC_STATE (8).
 //
@@ -147,55 +186,108 @@ func (h SETH) MPR() uint8          { return h[17] }
 func (h SETH) SackOffset() int16   { return int16(be.Uint16(h[18:20])) }
 func (h SETH) Bitmap() uint64      { return be.Uint64(h[20:28]) }
 
+func (h SETH) SetM(m MultipathVerdict) {
+	be.PutUint16(h[0:2], be.Uint16(h[0:2])&^(3<<5)|uint16(m&3)<<5)
+}
+func (h SETH) SetProbe(v bool)         { setBit(&h[1], 0x2, v) }
+func (h SETH) SetAckPSNOffset(o int16) { be.PutUint16(h[2:4], uint16(o)) }
+func (h SETH) SetEntropy(ev EV)        { be.PutUint32(h[4:8], uint32(ev)) }
+func (h SETH) SetSPDCID(id uint16)     { be.PutUint16(h[8:10], id) }
+func (h SETH) SetDPDCID(id uint16)     { be.PutUint16(h[10:12], id) }
+func (h SETH) SetCackPSN(p PSN)        { h[13], h[14], h[15] = byte(p>>16), byte(p>>8), byte(p) }
+func (h SETH) SetCCType(t uint8)       { h[16] = h[16]&0x0F | t<<4 }
+func (h SETH) SetCCFlags(f uint8)      { h[16] = h[16]&0xF0 | f&0xF }
+func (h SETH) SetMPR(m uint8)          { h[17] = m }
+func (h SETH) SetSackOffset(o int16)   { be.PutUint16(h[18:20], uint16(o)) }
+func (h SETH) SetBitmap(b uint64)      { be.PutUint64(h[20:28], b) }
+
 // CCState is the 8-byte CC_STATE that follows SETH:
 // tx_timestamp(16) | r(1) ooo_count(15) | restore_cwnd(1) rcv_cwnd_pen(7) | rcvd_bytes(24, units of 256 B).
 type CCState []byte
 
-func (h CCState) Timestamp() uint16 { return be.Uint16(h[0:2]) }
-func (h CCState) OOOCount() uint16  { return be.Uint16(h[2:4]) & 0x7FFF }
-func (h CCState) RestoreCwnd() bool { return h[4]&0x80 != 0 }
-func (h CCState) RcvCwndPen() uint8 { return h[4] & 0x7F }
-func (h CCState) RcvdBytes() uint32 { return be.Uint32(h[4:8]) & 0xFFFFFF }
+func (h CCState) Timestamp() uint16     { return be.Uint16(h[0:2]) }
+func (h CCState) OOOCount() uint16      { return be.Uint16(h[2:4]) & 0x7FFF }
+func (h CCState) RestoreCwnd() bool     { return h[4]&0x80 != 0 }
+func (h CCState) RcvCwndPen() uint8     { return h[4] & 0x7F }
+func (h CCState) RcvdBytes() uint32     { return be.Uint32(h[4:8]) & 0xFFFFFF }
+func (h CCState) SetTimestamp(t uint16) { be.PutUint16(h[0:2], t) }
+func (h CCState) SetOOOCount(n uint16) {
+	be.PutUint16(h[2:4], be.Uint16(h[2:4])&0x8000|n&0x7FFF)
+}
+func (h CCState) SetRestoreCwnd(v bool) { setBit(&h[4], 0x80, v) }
+func (h CCState) SetRcvCwndPen(p uint8) { h[4] = h[4]&0x80 | p&0x7F }
+func (h CCState) SetRcvdBytes(n uint32) { h[5], h[6], h[7] = byte(n>>16), byte(n>>8), byte(n) }
 
 // NETH is the reliability NACK header:
 // type/nh/res(16) | reason(8) | vendor(8) | entropy(32) | spdcid(16) | dpdcid(16) |
 // res(8) | nack_psn(24) | cc_type(4) cc_fl(4) | res(8) | tx_timestamp(16).
 type NETH []byte
 
-func (h NETH) Reason() NackReason { return NackReason(h[2]) }
-func (h NETH) Vendor() uint8      { return h[3] }
-func (h NETH) Entropy() EV        { return EV(be.Uint32(h[4:8])) }
-func (h NETH) SPDCID() uint16     { return be.Uint16(h[8:10]) }
-func (h NETH) DPDCID() uint16     { return be.Uint16(h[10:12]) }
-func (h NETH) NackPSN() PSN       { return PSN(be.Uint32(h[12:16]) & PSNMask) }
-func (h NETH) CCType() uint8      { return h[16] >> 4 }
-func (h NETH) CCFlags() uint8     { return h[16] & 0xF }
-func (h NETH) Timestamp() uint16  { return be.Uint16(h[18:20]) }
+func (h NETH) Reason() NackReason     { return NackReason(h[2]) }
+func (h NETH) Vendor() uint8          { return h[3] }
+func (h NETH) Entropy() EV            { return EV(be.Uint32(h[4:8])) }
+func (h NETH) SPDCID() uint16         { return be.Uint16(h[8:10]) }
+func (h NETH) DPDCID() uint16         { return be.Uint16(h[10:12]) }
+func (h NETH) NackPSN() PSN           { return PSN(be.Uint32(h[12:16]) & PSNMask) }
+func (h NETH) CCType() uint8          { return h[16] >> 4 }
+func (h NETH) CCFlags() uint8         { return h[16] & 0xF }
+func (h NETH) Timestamp() uint16      { return be.Uint16(h[18:20]) }
+func (h NETH) SetReason(r NackReason) { h[2] = byte(r) }
+func (h NETH) SetVendor(v uint8)      { h[3] = v }
+func (h NETH) SetEntropy(ev EV)       { be.PutUint32(h[4:8], uint32(ev)) }
+func (h NETH) SetSPDCID(id uint16)    { be.PutUint16(h[8:10], id) }
+func (h NETH) SetDPDCID(id uint16)    { be.PutUint16(h[10:12], id) }
+func (h NETH) SetNackPSN(p PSN)       { h[13], h[14], h[15] = byte(p>>16), byte(p>>8), byte(p) }
+func (h NETH) SetCCType(t uint8)      { h[16] = h[16]&0x0F | t<<4 }
+func (h NETH) SetCCFlags(f uint8)     { h[16] = h[16]&0xF0 | f&0xF }
+func (h NETH) SetTimestamp(t uint16)  { be.PutUint16(h[18:20], t) }
 
 // PETH is the reliability probe header:
 // type/nh/res(16) | res(8) | vendor(8) | probe_id(16) | res(16) | spdcid(16) | dpdcid(16) |
 // tx_timestamp(16) | tsr(1) res(11) ftype(4).
 type PETH []byte
 
-func (h PETH) ProbeID() uint16   { return be.Uint16(h[4:6]) }
-func (h PETH) SPDCID() uint16    { return be.Uint16(h[8:10]) }
-func (h PETH) DPDCID() uint16    { return be.Uint16(h[10:12]) }
-func (h PETH) Timestamp() uint16 { return be.Uint16(h[12:14]) }
+func (h PETH) ProbeID() uint16       { return be.Uint16(h[4:6]) }
+func (h PETH) SPDCID() uint16        { return be.Uint16(h[8:10]) }
+func (h PETH) DPDCID() uint16        { return be.Uint16(h[10:12]) }
+func (h PETH) Timestamp() uint16     { return be.Uint16(h[12:14]) }
+func (h PETH) Vendor() uint8         { return h[3] }
+func (h PETH) TSR() bool             { return h[14]&0x80 != 0 }
+func (h PETH) FType() uint8          { return h[15] & 0xF }
+func (h PETH) SetVendor(v uint8)     { h[3] = v }
+func (h PETH) SetProbeID(id uint16)  { be.PutUint16(h[4:6], id) }
+func (h PETH) SetSPDCID(id uint16)   { be.PutUint16(h[8:10], id) }
+func (h PETH) SetDPDCID(id uint16)   { be.PutUint16(h[10:12], id) }
+func (h PETH) SetTimestamp(t uint16) { be.PutUint16(h[12:14], t) }
+func (h PETH) SetTSR(v bool)         { setBit(&h[14], 0x80, v) }
+func (h PETH) SetFType(f uint8)      { h[15] = h[15]&^0xF | f&0xF }
 
 // ERTH is the endpoint request header:
 // type/nh/op(op in byte 1 bits 5:4) | res(8) | vendor(8) | port_status_mask(32) |
 // res(32) | tx_timestamp(16) | tsr ftype(16).
 type ERTH []byte
 
-func (h ERTH) Op() EndpointOp         { return EndpointOp(h[1] >> 4 & 3) }
-func (h ERTH) PortStatusMask() uint32 { return be.Uint32(h[4:8]) }
-func (h ERTH) Timestamp() uint16      { return be.Uint16(h[12:14]) }
+func (h ERTH) Op() EndpointOp             { return EndpointOp(h[1] >> 4 & 3) }
+func (h ERTH) PortStatusMask() uint32     { return be.Uint32(h[4:8]) }
+func (h ERTH) Timestamp() uint16          { return be.Uint16(h[12:14]) }
+func (h ERTH) Vendor() uint8              { return h[3] }
+func (h ERTH) FType() uint8               { return h[15] & 0xF }
+func (h ERTH) SetOp(op EndpointOp)        { h[1] = h[1]&^0x30 | byte(op&3)<<4 }
+func (h ERTH) SetVendor(v uint8)          { h[3] = v }
+func (h ERTH) SetPortStatusMask(m uint32) { be.PutUint32(h[4:8], m) }
+func (h ERTH) SetTimestamp(t uint16)      { be.PutUint16(h[12:14], t) }
+func (h ERTH) SetFType(f uint8)           { h[15] = h[15]&^0xF | f&0xF }
 
 // EETH is the endpoint response header (36 bytes): op in byte 1 bits 5:4;
 // ours: the responder's port_status_mask at bytes 4-7; the echoed request
 // timestamp at bytes 28-29; the rest reserved.
 type EETH []byte
 
-func (h EETH) Op() EndpointOp         { return EndpointOp(h[1] >> 4 & 3) }
-func (h EETH) PortStatusMask() uint32 { return be.Uint32(h[4:8]) }
-func (h EETH) Timestamp() uint16      { return be.Uint16(h[28:30]) }
+func (h EETH) Op() EndpointOp             { return EndpointOp(h[1] >> 4 & 3) }
+func (h EETH) PortStatusMask() uint32     { return be.Uint32(h[4:8]) }
+func (h EETH) Timestamp() uint16          { return be.Uint16(h[28:30]) }
+func (h EETH) Vendor() uint8              { return h[3] }
+func (h EETH) SetOp(op EndpointOp)        { h[1] = h[1]&^0x30 | byte(op&3)<<4 }
+func (h EETH) SetVendor(v uint8)          { h[3] = v }
+func (h EETH) SetPortStatusMask(m uint32) { be.PutUint32(h[4:8], m) }
+func (h EETH) SetTimestamp(t uint16)      { be.PutUint16(h[28:30], t) }

@@ -45,6 +45,7 @@ type ProbeFields struct {
 	Timestamp uint16
 	TSR       bool
 	FType     uint8
+	Vendor    uint8 // vendor_info
 }
 
 // EndpointFields are the ERTH (request) or EETH (response) fields.
@@ -52,6 +53,7 @@ type EndpointFields struct {
 	Op             EndpointOp
 	PortStatusMask uint32 // bit p set = port/plane p is up (ours; polarity is not public)
 	Timestamp      uint16
+	Vendor         uint8 // vendor_info (byte 3)
 }
 
 // Packet describes one whole MRC frame. Which header groups matter is decided
@@ -120,8 +122,15 @@ type Packet struct {
 
 	Payload []byte
 
+	// Trimmed: the outermost DSCP says trimmed and the frame ends right
+	// after the headers (no payload, no ICRC). Decode sets it; Encode honours
+	// it (for switch and receiver tests): it then writes only the headers,
+	// keeps PadCount as given (a trimmed frame keeps the original pad count)
+	// and requires a data opcode, an empty Payload and DSCP TRIMMED or
+	// TRIMMED_LASTHOP.
+	Trimmed bool
+
 	// Filled by Decode.
-	Trimmed  bool   // DSCP says trimmed and the frame ends after the headers
 	ICRC     uint32 // as found on the wire (little-endian per RoCEv2)
 	InnerOff int    // offset of the IPv6 header that carries UDP
 	BTHOff   int    // offset of BTH
@@ -181,11 +190,21 @@ func (p *Packet) HeaderLen() int {
 
 // Len is the encoded frame length of p.
 func (p *Packet) Len() int {
+	if p.Trimmed {
+		return p.HeaderLen()
+	}
 	return p.HeaderLen() + len(p.Payload) + (-len(p.Payload))&3 + ICRCLen
 }
 
+// MaxIPv6Payload bounds the payload length of the outermost IPv6 header: no
+// jumbograms, the 16-bit field must hold it.
+const MaxIPv6Payload = 0xFFFF
+
 // Encode writes p into b and returns the frame length. It sets the length
-// fields, the pad count and the ICRC; the UDP checksum is 0.
+// fields, the pad count and the ICRC; the UDP checksum is 0. HopLimit 0 is
+// written as 64 and DstPort 0 as 4791. PSNs, QPN, DSCP and ECN out of range
+// are errors (ErrField); the other fields are cut to their wire width (a
+// 24-bit counter such as RcvdBytes wraps). Encode never allocates.
 func (p *Packet) Encode(b []byte) (int, error) {
 	if !p.Opcode.Known() {
 		return 0, ErrOpcode
@@ -193,10 +212,18 @@ func (p *Packet) Encode(b []byte) (int, error) {
 	if !p.Opcode.IsData() && len(p.Payload) > 0 {
 		return 0, ErrPayload
 	}
-	if !p.PSN.Valid() || p.DestQP > QPNMask || p.DSCP > 63 || p.ECN > 3 {
+	if !p.PSN.Valid() || !p.SACK.CackPSN.Valid() || !p.NACK.NackPSN.Valid() ||
+		p.DestQP > QPNMask || p.DSCP > 63 || p.ECN > 3 {
+		return 0, ErrField
+	}
+	if p.Trimmed && (!p.Opcode.IsData() || len(p.Payload) > 0 || p.PadCount > 3 ||
+		(p.DSCP != DSCPTrimmed && p.DSCP != DSCPTrimmedLastHop)) {
 		return 0, ErrField
 	}
 	n := p.Len()
+	if n-EthLen-IPv6Len > MaxIPv6Payload {
+		return 0, ErrField
+	}
 	if len(b) < n {
 		return 0, ErrShortBuffer
 	}
@@ -242,6 +269,9 @@ func (p *Packet) Encode(b []byte) (int, error) {
 	off += UDPLen
 
 	pad := uint8((-len(p.Payload)) & 3)
+	if p.Trimmed {
+		pad = p.PadCount
+	}
 	h := b[off : off+BTHLen]
 	h[0] = byte(p.Opcode)
 	h[1] = pad << 4 // TVer 0
@@ -343,6 +373,7 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		be.PutUint16(x[4:], s.ProbeID)
 		be.PutUint16(x[8:], s.SPDCID)
 		be.PutUint16(x[10:], s.DPDCID)
+		x[3] = s.Vendor
 		be.PutUint16(x[12:], s.Timestamp)
 		var t uint16
 		if s.TSR {
@@ -355,6 +386,7 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		x := b[off : off+ERTHLen]
 		clear(x)
 		x[1] = byte(s.Op&3) << 4
+		x[3] = s.Vendor
 		be.PutUint32(x[4:], s.PortStatusMask)
 		be.PutUint16(x[12:], s.Timestamp)
 		be.PutUint16(x[14:], FTypeTimestamp)
@@ -364,16 +396,20 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		x := b[off : off+EETHLen]
 		clear(x)
 		x[1] = byte(s.Op&3) << 4
+		x[3] = s.Vendor
 		be.PutUint32(x[4:], s.PortStatusMask)
 		be.PutUint16(x[28:], s.Timestamp)
 		off += EETHLen
+	}
+	if p.Trimmed {
+		return n, nil
 	}
 	off += copy(b[off:], p.Payload)
 	for i := uint8(0); i < pad; i++ {
 		b[off] = 0
 		off++
 	}
-	crc := ICRC(b[innerOff:off])
+	crc := icrcInPlace(b[innerOff:off])
 	le.PutUint32(b[off:], crc)
 	p.PadCount = pad
 	return n, nil
@@ -385,11 +421,16 @@ type Decoder struct {
 	Port uint16
 }
 
-// Decode parses frame into p. It checks structure and lengths, not the ICRC
-// (see CheckICRC), and never allocates. A frame whose outermost DSCP is
-// TRIMMED or TRIMMED_LASTHOP and that ends right after the headers decodes
-// with Trimmed set and an empty payload.
+// Decode parses frame into p, overwriting every field of p. It checks
+// structure and lengths, not the ICRC (see CheckICRC), and never allocates.
+// A frame whose outermost DSCP is TRIMMED or TRIMMED_LASTHOP and that ends
+// right after the headers decodes with Trimmed set and an empty payload.
+// Payload plus pad must fill whole 4-byte words (IBTA), and a packet kind
+// without payload must have pad count 0 and nothing between its headers and
+// the ICRC. Reserved bits and fields are ignored; docs/wire-format.md
+// ("Canonical form") lists what a re-encode normalises.
 func (d Decoder) Decode(frame []byte, p *Packet) error {
+	*p = Packet{}
 	if len(frame) < EthLen+IPv6Len {
 		return ErrTruncated
 	}
@@ -407,8 +448,6 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 		return ErrLength
 	}
 	p.DSCP, p.ECN, p.HopLimit = outer.DSCP(), outer.ECN(), outer.HopLimit()
-	p.Encap = false
-	p.OuterSrc, p.OuterDst = Addr128{}, Addr128{}
 	ip := outer
 	if outer.NextHeader() == ProtoIPv6 {
 		p.Encap = true
@@ -478,13 +517,10 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 			t := TSETH(frame[off:])
 			p.TS, p.TSR, p.FType = t.Timestamp(), t.TSR(), t.FType()
 			off += TSETHLen
-		} else {
-			p.TS, p.TSR, p.FType = 0, false, 0
 		}
 		r := RETH(frame[off:])
 		p.VA, p.RKey, p.DMALen = r.VA(), r.RKey(), r.DMALen()
 		off += RETHLen
-		p.Imm = 0
 		if op.HasImm() {
 			p.Imm = be.Uint32(frame[off:])
 			off += ImmDtLen
@@ -516,34 +552,39 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 		x := PETH(frame[off:])
 		p.Probe = ProbeFields{
 			ProbeID: x.ProbeID(), SPDCID: x.SPDCID(), DPDCID: x.DPDCID(), Timestamp: x.Timestamp(),
-			TSR: frame[off+14]&0x80 != 0, FType: frame[off+15] & 0xF,
+			TSR: x.TSR(), FType: x.FType(), Vendor: x.Vendor(),
 		}
 		off += PETHLen
 	case op == OpEndpointReq:
 		x := ERTH(frame[off:])
-		p.Endpoint = EndpointFields{Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp()}
+		p.Endpoint = EndpointFields{Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp(), Vendor: x.Vendor()}
 		off += ERTHLen
 	case op == OpEndpointResp:
 		x := EETH(frame[off:])
-		p.Endpoint = EndpointFields{Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp()}
+		p.Endpoint = EndpointFields{Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp(), Vendor: x.Vendor()}
 		off += EETHLen
 	}
 	p.PayOff = off
 	rest := len(frame) - off
-	p.Trimmed = false
 	if rest == 0 && p.Opcode.IsData() && (p.DSCP == DSCPTrimmed || p.DSCP == DSCPTrimmedLastHop) {
 		p.Trimmed = true
 		p.Payload = frame[off:off]
 		p.ICRC = 0
 		return nil
 	}
+	if rest < ICRCLen {
+		return ErrTruncated
+	}
+	if !p.Opcode.IsData() && (rest != ICRCLen || p.PadCount != 0) {
+		return ErrPayload
+	}
 	if rest < ICRCLen+int(p.PadCount) {
 		return ErrTruncated
 	}
-	pay := rest - ICRCLen - int(p.PadCount)
-	if pay > 0 && !p.Opcode.IsData() {
-		return ErrPayload
+	if (rest-ICRCLen)&3 != 0 {
+		return ErrLength
 	}
+	pay := rest - ICRCLen - int(p.PadCount)
 	p.Payload = frame[off : off+pay]
 	p.ICRC = le.Uint32(frame[len(frame)-ICRCLen:])
 	return nil

@@ -5,13 +5,16 @@ package wire
 // frame right after RETH (or ImmDt), rewrites every IPv6 payload length and the
 // UDP length, and sets the outermost DSCP to TRIMMED or TRIMMED_LASTHOP (the
 // ECN bits stay). It returns the new frame length; ok is false (and frame is
-// untouched) for anything that is not an untrimmed MRC data frame.
+// untouched) for anything that is not an untrimmed MRC data frame of class
+// TRIMMABLE or TRIMMABLE_RETX. It does not allocate.
 func Trim(frame []byte, lastHop bool) (n int, ok bool) {
 	var p Packet
 	if (Decoder{}).Decode(frame, &p) != nil || !p.Opcode.IsData() || p.Trimmed {
 		return len(frame), false
 	}
-	if p.DSCP == DSCPTrimmed || p.DSCP == DSCPTrimmedLastHop || p.DSCP == DSCPControl || p.DSCP == DSCPNoTrim {
+	// Only the trimmable classes are trimmed (conventions.md); everything
+	// else (NO_TRIM, CONTROL, already TRIMMED, unknown values) is left alone.
+	if p.DSCP != DSCPTrimmable && p.DSCP != DSCPTrimmableRetx {
 		return len(frame), false
 	}
 	n = p.PayOff

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
+/*
+ * The only definition of the switch's map layouts. bpf2go -type generates the
+ * Go twins in switchd/dataplane (switch_bpfel.go); keep fields naturally
+ * aligned and padded explicitly so both sides agree byte for byte.
+ */
+#ifndef SOFTMRC_STRUCTS_H
+#define SOFTMRC_STRUCTS_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+#include "consts.h"
+
+/* LPM trie key: prefix length, then the IPv6 address in network order. */
+struct sw_lpm_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/* Switch-wide configuration (config map, key 0). */
+struct sw_config {
+	__u32 block_bits; /* uSID locator block length: 16, 32 or 48 */
+	__u32 mode;       /* SW_MODE_* */
+	__u32 hang;       /* non-zero: data plane hung, nothing is forwarded */
+	__u32 pad;
+};
+
+/* FIB value. */
+struct sw_nexthop {
+	__u32 kind; /* SW_NH_* */
+	__u32 id;   /* port index or group index */
+};
+
+struct sw_ecmp_group {
+	__u32 n; /* members in use, 0..SW_MAX_GROUP_MEMBERS */
+	__u32 members[SW_MAX_GROUP_MEMBERS];
+};
+
+/*
+ * Port configuration. rate_Bps = 0 disables the virtual queue. Thresholds are
+ * bytes of backlog.
+ */
+struct sw_port {
+	__u32 ifindex;
+	__u32 enabled;
+	__u32 role; /* SW_ROLE_* */
+	__u8 neigh_mac[6];
+	__u8 own_mac[6];
+	__u64 rate_Bps; /* capacity in bytes per second */
+	__u32 mark_bytes;
+	__u32 trim_bytes;
+	__u32 buf_bytes;
+	__u32 pad;
+};
+
+/* Injected faults of a port. */
+struct sw_fault {
+	__u32 down;
+	__u32 blackhole;
+	__u32 loss_thresh; /* drop when bpf_get_prandom_u32() < loss_thresh */
+	__u32 loss_all;    /* loss probability 1: drop everything */
+	__u64 flap_on_ns;
+	__u64 flap_off_ns;
+	__u64 flap_start_ns; /* bpf_ktime_get_ns() clock (CLOCK_MONOTONIC) */
+};
+
+/*
+ * Virtual queue of an egress port. backlog is in byte-nanoseconds per second
+ * (bytes * 1e9), so draining (elapsed_ns * rate_Bps) is exact integer math
+ * with no rounding loss at low rates.
+ */
+struct sw_vq {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 backlog; /* bytes * NSEC_PER_SEC */
+	__u64 last_ns;
+};
+
+/* Per-port counters (per-CPU array). Order mirrors dataplane.PortCounters. */
+struct sw_counters {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+	__u64 forwarded;
+	__u64 ecn_marked;
+	__u64 trimmed;
+	__u64 drop_no_route;
+	__u64 drop_hop_limit;
+	__u64 drop_fault;
+	__u64 drop_buffer;
+	__u64 drop_malformed;
+	__u64 drop_end_of_container;
+	__u64 pass;
+};
+
+#endif

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// switch: the softmrc XDP soft switch (one object per switch).
+//
+// Per frame, on the outermost IPv6 header (docs/switch.md has the details):
+//   1. not IPv6, or to a multicast, link-local or local address -> XDP_PASS;
+//      malformed (short Ethernet/IPv6, version != 6, payload length longer
+//      than the frame) -> counted drop;
+//   2. switch hung, or ingress port down/blackholed/flapped off -> counted drop;
+//   3. SRv6 mode: while the destination is one of the node's own uN SIDs:
+//      argument zero -> counted drop (end of container); hop limit <= 1 ->
+//      counted drop; else shift the CSIDs left by 16 bits keeping the block and
+//      decrement the hop limit (RFC 9800 NEXT-CSID, bounded loop).
+//      Without a uN match (or in ECMP mode) the frame is routed as plain IPv6:
+//      hop limit <= 1 -> counted drop, else decrement;
+//   4. FIB (LPM) on the destination -> port or ECMP group (FNV-1a flow hash);
+//      miss -> counted drop;
+//   5. egress faults (down, blackhole, flap, random loss) -> counted drop;
+//   6. egress port model (when the port has a capacity): mark / trim / drop;
+//   7. rewrite MACs and redirect through the devmap.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "consts.h"
+#include "structs.h"
+#include "maps.h"
+#include "parsing.h"
+#include "srv6.h"
+#include "qmodel.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Counter fields, as offsets into struct sw_counters (one increment each). */
+enum sw_reason {
+	R_FORWARDED,
+	R_PASS,
+	R_DROP_NO_ROUTE,
+	R_DROP_HOP_LIMIT,
+	R_DROP_FAULT,
+	R_DROP_BUFFER,
+	R_DROP_MALFORMED,
+	R_DROP_EOC,
+};
+
+static __always_inline struct sw_counters *counters_of(__u32 port)
+{
+	return bpf_map_lookup_elem(&counters, &port);
+}
+
+/* count_drop records a verdict on port and returns the XDP action. */
+static __always_inline int verdict(__u32 port, enum sw_reason r)
+{
+	struct sw_counters *c = counters_of(port);
+
+	if (c) {
+		switch (r) {
+		case R_PASS:
+			c->pass++;
+			break;
+		case R_DROP_NO_ROUTE:
+			c->drop_no_route++;
+			break;
+		case R_DROP_HOP_LIMIT:
+			c->drop_hop_limit++;
+			break;
+		case R_DROP_FAULT:
+			c->drop_fault++;
+			break;
+		case R_DROP_BUFFER:
+			c->drop_buffer++;
+			break;
+		case R_DROP_MALFORMED:
+			c->drop_malformed++;
+			break;
+		case R_DROP_EOC:
+			c->drop_end_of_container++;
+			break;
+		default:
+			break;
+		}
+	}
+	return r == R_PASS ? XDP_PASS : XDP_DROP;
+}
+
+/*
+ * fault_blocks reports whether the port's fault state drops all traffic now.
+ * The clock is read only for a flapping port: bpf_ktime_get_ns costs tens of
+ * nanoseconds in a VM, a large share of the whole program.
+ */
+static __always_inline int fault_blocks(const struct sw_fault *f)
+{
+	if (f->down || f->blackhole)
+		return 1;
+	if (f->flap_on_ns && f->flap_off_ns) {
+		__u64 now = bpf_ktime_get_ns();
+		if (now >= f->flap_start_ns) {
+			__u64 period = f->flap_on_ns + f->flap_off_ns;
+			__u64 phase = (now - f->flap_start_ns) % period;
+			if (phase >= f->flap_on_ns)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static __always_inline int fault_loses(const struct sw_fault *f)
+{
+	if (f->loss_all)
+		return 1;
+	return f->loss_thresh && bpf_get_prandom_u32() < f->loss_thresh;
+}
+
+static __always_inline int is_local_da(const struct ipv6hdr *ip6)
+{
+	const __u8 *d = ip6->daddr.in6_u.u6_addr8;
+
+	if (d[0] == 0xff)                        /* multicast, incl. NDP */
+		return 1;
+	if (d[0] == 0xfe && (d[1] & 0xc0) == 0x80) /* fe80::/10 */
+		return 1;
+	return bpf_map_lookup_elem(&local_addrs, &ip6->daddr) != NULL;
+}
+
+/* flow_sport returns the UDP source port of the outer or encapsulated UDP header (0 if none). */
+static __always_inline __u16 flow_sport(struct ipv6hdr *ip6, void *data_end)
+{
+	struct hdr_cursor c = { .pos = ip6 + 1 };
+	struct ipv6hdr *inner;
+	struct udphdr *udp;
+	int nh = ip6->nexthdr;
+
+	if (nh == SW_IPPROTO_IPV6) {
+		nh = parse_ip6hdr(&c, data_end, &inner);
+		if (nh < 0)
+			return 0;
+	}
+	if (nh != SW_IPPROTO_UDP)
+		return 0;
+	if (parse_udphdr(&c, data_end, &udp) < 0)
+		return 0;
+	return bpf_ntohs(udp->source);
+}
+
+/*
+ * apply_trim cuts the frame to cut bytes and fixes every length field and the
+ * DSCP. Returns 0 on success, -1 if the frame could not be trimmed (then the
+ * caller drops it: its headers may no longer match its length).
+ */
+static __always_inline int apply_trim(struct xdp_md *ctx, __u32 len, __u32 cut,
+				      __u8 dscp)
+{
+	/* Plain integers: keep clang from turning this into pointer math. */
+	asm volatile("" : "+r"(cut), "+r"(len));
+	if (cut >= len || cut > 0xffff)
+		return -1;
+	if (bpf_xdp_adjust_tail(ctx, -(int)(len - cut)))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	struct hdr_cursor c = { .pos = data };
+	struct ethhdr *eth;
+	struct ipv6hdr *outer, *inner;
+	struct udphdr *udp;
+	if (parse_ethhdr(&c, data_end, &eth) < 0)
+		return -1;
+	int nh = parse_ip6hdr(&c, data_end, &outer);
+	if (nh < 0)
+		return -1;
+	__u32 l3 = cut - sizeof(struct ethhdr);
+	outer->payload_len = bpf_htons((__u16)(l3 - sizeof(struct ipv6hdr)));
+	ip6_set_dscp(outer, dscp);
+	if (nh == SW_IPPROTO_IPV6) {
+		if (parse_ip6hdr(&c, data_end, &inner) < 0)
+			return -1;
+		inner->payload_len = bpf_htons((__u16)(l3 - 2 * sizeof(struct ipv6hdr)));
+	}
+	if (parse_udphdr(&c, data_end, &udp) < 0)
+		return -1;
+	udp->len = bpf_htons((__u16)(data_end - (void *)udp));
+	return 0;
+}
+
+SEC("xdp")
+int xdp_switch(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 len = (__u32)(data_end - data);
+	__u32 zero = 0;
+
+	/* Ingress port: attributes rx counters and ingress faults. */
+	__u32 in_port = SW_UNMAPPED_PORT;
+	__u32 ifidx = ctx->ingress_ifindex;
+	__u32 *pp = bpf_map_lookup_elem(&ifindex_port, &ifidx);
+	if (pp && *pp < SW_MAX_PORTS)
+		in_port = *pp;
+	struct sw_counters *cin = counters_of(in_port);
+	if (cin) {
+		cin->rx_packets++;
+		cin->rx_bytes += len;
+	}
+
+	struct hdr_cursor c = { .pos = data };
+	struct ethhdr *eth;
+	struct ipv6hdr *ip6;
+	int proto = parse_ethhdr(&c, data_end, &eth);
+	if (proto < 0)
+		return verdict(in_port, R_DROP_MALFORMED);
+	if (proto != SW_ETH_P_IPV6)
+		return verdict(in_port, R_PASS);
+	if (parse_ip6hdr(&c, data_end, &ip6) < 0)
+		return verdict(in_port, R_DROP_MALFORMED);
+	/* A payload length longer than the frame means a lying or cut header. */
+	if ((__u32)bpf_ntohs(ip6->payload_len) + sizeof(struct ipv6hdr) >
+	    len - sizeof(struct ethhdr))
+		return verdict(in_port, R_DROP_MALFORMED);
+	if (is_local_da(ip6))
+		return verdict(in_port, R_PASS);
+
+	struct sw_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return verdict(in_port, R_DROP_NO_ROUTE);
+	if (cfg->hang)
+		return verdict(in_port, R_DROP_FAULT);
+	if (in_port != SW_UNMAPPED_PORT) {
+		struct sw_fault *f = bpf_map_lookup_elem(&faults, &in_port);
+		if (f && fault_blocks(f))
+			return verdict(in_port, R_DROP_FAULT);
+	}
+
+	/* uN processing (RFC 9800 End with NEXT-CSID), bounded. */
+	int executed = 0;
+	if (cfg->mode == SW_MODE_SRV6) {
+		__u32 bw = cfg->block_bits / 16;
+		struct sw_lpm_key k;
+		int done = 0;
+
+		for (int i = 0; i < SW_MAX_USID_SHIFTS + 1; i++) {
+			lpm_key_from_da(&k, ip6);
+			__u32 *sid = bpf_map_lookup_elem(&own_sids, &k);
+			if (!sid || *sid != SW_SID_UN) {
+				done = 1;
+				break;
+			}
+			if (usid_arg_is_zero(ip6, bw))
+				return verdict(in_port, R_DROP_EOC);
+			if (ip6->hop_limit <= 1)
+				return verdict(in_port, R_DROP_HOP_LIMIT);
+			usid_shift(ip6, bw);
+			ip6->hop_limit--;
+			executed = 1;
+		}
+		/* Unreachable for valid own SIDs (uSID 0 is refused by user space). */
+		if (!done)
+			return verdict(in_port, R_DROP_MALFORMED);
+	}
+	if (!executed) {
+		if (ip6->hop_limit <= 1)
+			return verdict(in_port, R_DROP_HOP_LIMIT);
+		ip6->hop_limit--;
+	}
+
+	/* FIB. */
+	struct sw_lpm_key fk;
+	lpm_key_from_da(&fk, ip6);
+	struct sw_nexthop *nh = bpf_map_lookup_elem(&fib, &fk);
+	if (!nh)
+		return verdict(in_port, R_DROP_NO_ROUTE);
+	__u32 out = nh->id;
+	if (nh->kind == SW_NH_GROUP) {
+		__u32 gid = nh->id;
+		struct sw_ecmp_group *g = bpf_map_lookup_elem(&ecmp_groups, &gid);
+		if (!g || g->n == 0 || g->n > SW_MAX_GROUP_MEMBERS)
+			return verdict(in_port, R_DROP_NO_ROUTE);
+		__u32 h = ecmp_hash(ip6, flow_sport(ip6, data_end));
+		__u32 idx = h % g->n;
+		/* Opaque to clang, so the bound the verifier needs is not optimised away. */
+		asm volatile("" : "+r"(idx));
+		if (idx >= SW_MAX_GROUP_MEMBERS)
+			return verdict(in_port, R_DROP_NO_ROUTE);
+		out = g->members[idx];
+	}
+	if (out >= SW_MAX_PORTS)
+		return verdict(in_port, R_DROP_NO_ROUTE);
+	struct sw_port *port = bpf_map_lookup_elem(&ports, &out);
+	if (!port || !port->enabled)
+		return verdict(in_port, R_DROP_NO_ROUTE);
+
+	/* Egress faults. */
+	struct sw_fault *ef = bpf_map_lookup_elem(&faults, &out);
+	if (ef && (fault_blocks(ef) || fault_loses(ef)))
+		return verdict(out, R_DROP_FAULT);
+
+	/* Egress port model. */
+	int marked = 0, trimmed = 0;
+	if (port->rate_Bps) {
+		__u8 dscp = ip6_dscp(ip6);
+		int prio = dscp_is_priority(dscp);
+		__u32 tlen = 0;
+		if (!prio && dscp_is_trimmable(dscp))
+			tlen = mrc_trim_len(data, data_end, ip6);
+		enum qm_verdict v = vq_admit(out, port, len, tlen, prio, bpf_ktime_get_ns());
+		if (v == QM_DROP)
+			return verdict(out, R_DROP_BUFFER);
+		if (v == QM_MARK && port->role != SW_ROLE_HOST &&
+		    ip6_ecn(ip6) != ECN_NOT_ECT && ip6_ecn(ip6) != ECN_CE) {
+			ip6_set_ce(ip6);
+			marked = 1;
+		}
+		if (v == QM_TRIM) {
+			__u8 td = port->role == SW_ROLE_HOST ? DSCP_TRIMMED_LASTHOP :
+							       DSCP_TRIMMED;
+			if (apply_trim(ctx, len, tlen, td) < 0)
+				return verdict(out, R_DROP_MALFORMED);
+			trimmed = 1;
+			data = (void *)(long)ctx->data;
+			data_end = (void *)(long)ctx->data_end;
+			len = (__u32)(data_end - data);
+		}
+	}
+
+	/* Rewrite MACs and send. */
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return verdict(out, R_DROP_MALFORMED);
+	__builtin_memcpy(eth->h_dest, port->neigh_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, port->own_mac, ETH_ALEN);
+
+	int act = bpf_redirect_map(&tx_ports, out, XDP_DROP);
+	if (act != XDP_REDIRECT)
+		return verdict(out, R_DROP_NO_ROUTE);
+	struct sw_counters *cout = counters_of(out);
+	if (cout) {
+		cout->tx_packets++;
+		cout->tx_bytes += len;
+		cout->forwarded++;
+		cout->ecn_marked += marked;
+		cout->trimmed += trimmed;
+	}
+	return act;
+}
+
+/*
+ * xdp_pass is attached to the far end of every veth the switch redirects into:
+ * veth drops redirected frames silently when its peer has no XDP program
+ * (SRV6-XDP-FACTS §3).
+ */
+SEC("xdp")
+int xdp_pass(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}
