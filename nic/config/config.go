@@ -1,0 +1,376 @@
+// Package config is the mrc-nicd configuration: the NIC's ports (one per
+// plane), the uSID template the sender turns EVs into SRv6 paths with, the
+// forwarding mode, the EV set size, congestion control, per-port pacing, the
+// device socket applications open and the metrics address.
+//
+// The file is YAML. The testbed writes one per host (Marshal, Write) and
+// mrc-nicd reads it (Load). Validate says what is wrong and how to fix it.
+//
+//	version: 1
+//	host: h0
+//	mode: srv6                      # or ecmp
+//	template: /run/mrc/tb/h0.tmpl.yaml
+//	evs: 32                         # EV set size of each QP
+//	mtu: 2048                       # RoCE MTU (payload bytes per packet)
+//	cc: {algorithm: default}
+//	qp: {ack_timeout: 20ms, min_rto: 200us, no_ev_timeout: 2s}
+//	device_socket: /run/mrc/tb/h0.sock
+//	metrics: "[::1]:9470"           # empty: no metrics endpoint
+//	ports:
+//	  - name: p0
+//	    interface: eth0
+//	    plane: 0
+//	    mac: 02:00:00:00:01:00
+//	    neighbor_mac: 02:00:00:00:10:00
+//	    address: fd00:1:0::1
+//	    locator: 5f00:1:c000::/48    # srv6: the port's downlink uSID prefix
+//	    pacing_bps: 0                # 0: no pacing
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Version is the config file format version; bump it with any field change.
+const Version = 1
+
+// Mode is the fabric forwarding mode the NIC builds packets for.
+type Mode string
+
+// Modes.
+const (
+	// ModeSRv6 sends IPv6-in-IPv6 with the uSID container of the EV's path as
+	// the outer destination (needs a template).
+	ModeSRv6 Mode = "srv6"
+	// ModeECMP sends plain IPv6/UDP; the EV only picks the port (plane) and
+	// the switches hash on it.
+	ModeECMP Mode = "ecmp"
+)
+
+// Defaults used by Load when a field is left out.
+const (
+	DefaultEVs          = 32
+	DefaultMTU          = 2048
+	DefaultDeviceSocket = "/run/mrc/nic.sock"
+)
+
+// Config is one mrc-nicd configuration.
+type Config struct {
+	Version int    `yaml:"version"`
+	Host    string `yaml:"host,omitempty"`
+	Mode    Mode   `yaml:"mode"`
+	// Template is the uSID template file (testbed/template format); required
+	// in srv6 mode. A relative path is taken from the config file's folder.
+	Template string `yaml:"template,omitempty"`
+	// EVs is the number of EVs (paths) each QP sprays over.
+	EVs int `yaml:"evs"`
+	// MTU is the RoCE MTU: payload bytes per data packet (1024, 2048, 4096).
+	MTU int `yaml:"mtu"`
+	CC  CC  `yaml:"cc"`
+	// QP holds the reliability timers of every QP.
+	QP QPOptions `yaml:"qp"`
+	// DeviceSocket is the unix socket applications (nic/verbs) and mrcctl
+	// connect to.
+	DeviceSocket string `yaml:"device_socket"`
+	// Metrics is the listen address of the Prometheus endpoint (/metrics);
+	// empty disables it.
+	Metrics string `yaml:"metrics,omitempty"`
+	// Attach is the XDP attach mode of the steering program: auto, native or
+	// generic.
+	Attach string `yaml:"attach,omitempty"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level,omitempty"`
+	Ports    []Port `yaml:"ports"`
+}
+
+// CC are the congestion-control options handed to the engine.
+type CC struct {
+	// Algorithm names the engine's algorithm; "default" or empty lets the
+	// engine choose, "none" turns window limits off (testing only).
+	Algorithm string `yaml:"algorithm,omitempty"`
+	// InitialWindow and MaxWindow are per-QP windows in bytes; 0 = engine
+	// default.
+	InitialWindow int `yaml:"initial_window,omitempty"`
+	MaxWindow     int `yaml:"max_window,omitempty"`
+}
+
+// QPOptions are per-QP reliability settings handed to the engine.
+//
+// The defaults are for software NICs: on a shared VM a round trip through
+// two AF_XDP daemons and XDP switches takes 0.2-2 ms, so the hardware-style
+// 500 µs ACK timeout of the engine would retransmit (and finally fail QPs)
+// spuriously.
+type QPOptions struct {
+	// AckTimeout caps the adaptive per-packet ACK timeout before backoff.
+	AckTimeout time.Duration `yaml:"ack_timeout"`
+	// MinRTO is the floor of the adaptive timeout.
+	MinRTO time.Duration `yaml:"min_rto"`
+	// RetryLimit is the retries of one packet before the QP fails (32 or
+	// more: retry forever); 0 = engine default.
+	RetryLimit int `yaml:"retry_limit,omitempty"`
+	// NoEVTimeout fails a QP that has had no usable path this long.
+	NoEVTimeout time.Duration `yaml:"no_ev_timeout"`
+}
+
+// Default QP timers (see QPOptions).
+const (
+	DefaultAckTimeout  = 20 * time.Millisecond
+	DefaultMinRTO      = 200 * time.Microsecond
+	DefaultNoEVTimeout = 2 * time.Second
+)
+
+// Port is one NIC port: one interface in one plane.
+type Port struct {
+	// Name is the port's name in logs, metrics and mrcctl; empty means the
+	// interface name.
+	Name      string `yaml:"name,omitempty"`
+	Interface string `yaml:"interface"`
+	// Queue is the interface queue the AF_XDP socket binds (veth: 0).
+	Queue int `yaml:"queue,omitempty"`
+	Plane int `yaml:"plane"`
+	// MAC is the port's own MAC; NeighborMAC the MAC of the T0 port (or the
+	// peer NIC) it is cabled to, the destination of every frame sent.
+	MAC         MAC `yaml:"mac"`
+	NeighborMAC MAC `yaml:"neighbor_mac"`
+	// Address is the port's own (inner) IPv6 address in its plane.
+	Address netip.Addr `yaml:"address"`
+	// Locator is the uSID prefix whose IPv6-in-IPv6 frames the port steers to
+	// the NIC (srv6 mode: block:downlink-uSID::/48).
+	Locator netip.Prefix `yaml:"locator"`
+	// PacingBps limits the port's transmit rate in bit/s (L2 bytes); 0 = off.
+	PacingBps uint64 `yaml:"pacing_bps,omitempty"`
+}
+
+// PortName is p.Name or, when empty, the interface name.
+func (p Port) PortName() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Interface
+}
+
+// MAC is an Ethernet address written as six colon-separated hex bytes.
+type MAC [6]byte
+
+// MarshalText writes aa:bb:cc:dd:ee:ff.
+func (m MAC) MarshalText() ([]byte, error) { return []byte(net.HardwareAddr(m[:]).String()), nil }
+
+// UnmarshalText reads six colon- or dash-separated hex bytes.
+func (m *MAC) UnmarshalText(b []byte) error {
+	hw, err := net.ParseMAC(string(b))
+	if err != nil || len(hw) != 6 {
+		return fmt.Errorf("MAC %q: want six hex bytes like 02:00:00:00:00:01", b)
+	}
+	copy(m[:], hw)
+	return nil
+}
+
+func (m MAC) String() string { return net.HardwareAddr(m[:]).String() }
+
+// IsZero reports whether m is 00:00:00:00:00:00.
+func (m MAC) IsZero() bool { return m == MAC{} }
+
+// Parse reads a config from YAML; source names it in errors. Unknown fields
+// are errors (a typo must not silently fall back to a default). Defaults are
+// filled in, then the result is validated.
+func Parse(b []byte, source string) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("nic config %s: %w", source, err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("nic config %s: %w", source, err)
+	}
+	return &c, nil
+}
+
+// Load reads and validates the config file at path. A relative Template is
+// resolved against the file's folder.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read nic config: %w", err)
+	}
+	c, err := Parse(b, path)
+	if err != nil {
+		return nil, err
+	}
+	if c.Template != "" && !filepath.IsAbs(c.Template) {
+		c.Template = filepath.Join(filepath.Dir(path), c.Template)
+	}
+	return c, nil
+}
+
+// SetDefaults fills the fields left zero.
+func (c *Config) SetDefaults() {
+	if c.Version == 0 {
+		c.Version = Version
+	}
+	if c.Mode == "" {
+		c.Mode = ModeSRv6
+	}
+	if c.EVs == 0 {
+		c.EVs = DefaultEVs
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.DeviceSocket == "" {
+		c.DeviceSocket = DefaultDeviceSocket
+	}
+	if c.QP.AckTimeout == 0 {
+		c.QP.AckTimeout = DefaultAckTimeout
+	}
+	if c.QP.MinRTO == 0 {
+		c.QP.MinRTO = DefaultMinRTO
+	}
+	if c.QP.NoEVTimeout == 0 {
+		c.QP.NoEVTimeout = DefaultNoEVTimeout
+	}
+	if c.Attach == "" {
+		c.Attach = "auto"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// Validate checks c and returns every problem found, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Version != Version {
+		bad("version %d: this build reads version %d; regenerate the file (mrc-testbed up)", c.Version, Version)
+	}
+	switch c.Mode {
+	case ModeSRv6:
+		if c.Template == "" {
+			bad("mode srv6 needs template: the uSID template file written by mrc-testbed")
+		}
+	case ModeECMP:
+	default:
+		bad("mode %q: want srv6 or ecmp", c.Mode)
+	}
+	if c.EVs < 1 || c.EVs > 4096 {
+		bad("evs %d: want 1..4096 EVs per QP", c.EVs)
+	}
+	switch c.MTU {
+	case 1024, 2048, 4096:
+	default:
+		bad("mtu %d: want 1024, 2048 or 4096 (RoCE MTU, payload bytes per packet)", c.MTU)
+	}
+	if c.CC.InitialWindow < 0 || c.CC.MaxWindow < 0 || (c.CC.MaxWindow > 0 && c.CC.InitialWindow > c.CC.MaxWindow) {
+		bad("cc: initial_window %d and max_window %d must be >= 0 with initial <= max", c.CC.InitialWindow, c.CC.MaxWindow)
+	}
+	if c.QP.AckTimeout < 0 || c.QP.MinRTO < 0 || c.QP.NoEVTimeout < 0 || c.QP.RetryLimit < 0 ||
+		(c.QP.AckTimeout > 0 && c.QP.MinRTO > c.QP.AckTimeout) {
+		bad("qp: ack_timeout %v, min_rto %v, no_ev_timeout %v, retry_limit %d: want >= 0 and min_rto <= ack_timeout",
+			c.QP.AckTimeout, c.QP.MinRTO, c.QP.NoEVTimeout, c.QP.RetryLimit)
+	}
+	if c.DeviceSocket == "" {
+		bad("device_socket is empty: give the unix socket path applications open")
+	} else if len(c.DeviceSocket) > 107 {
+		bad("device_socket %q is %d bytes; unix socket paths are limited to 107", c.DeviceSocket, len(c.DeviceSocket))
+	}
+	switch c.Attach {
+	case "auto", "native", "generic":
+	default:
+		bad("attach %q: want auto, native or generic", c.Attach)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if len(c.Ports) == 0 {
+		bad("no ports: give one port per plane")
+	}
+	names := map[string]bool{}
+	planes := map[int]bool{}
+	for i, p := range c.Ports {
+		where := fmt.Sprintf("ports[%d] (%s)", i, p.PortName())
+		if p.Interface == "" {
+			bad("%s: interface is empty", where)
+		}
+		if names[p.PortName()] {
+			bad("%s: name used twice", where)
+		}
+		names[p.PortName()] = true
+		if p.Plane < 0 || p.Plane >= 16 {
+			bad("%s: plane %d: want 0..15 (4-bit EV plane field)", where, p.Plane)
+		}
+		if planes[p.Plane] {
+			bad("%s: plane %d has two ports; one port per plane", where, p.Plane)
+		}
+		planes[p.Plane] = true
+		if p.Queue < 0 {
+			bad("%s: queue %d < 0", where, p.Queue)
+		}
+		if p.MAC.IsZero() {
+			bad("%s: mac is missing", where)
+		}
+		if p.NeighborMAC.IsZero() {
+			bad("%s: neighbor_mac is missing (MAC of the T0 port it is cabled to)", where)
+		}
+		if !p.Address.Is6() || p.Address.Is4In6() {
+			bad("%s: address %v: want the port's IPv6 address", where, p.Address)
+		}
+		if c.Mode == ModeSRv6 && (!p.Locator.IsValid() || !p.Locator.Addr().Is6()) {
+			bad("%s: srv6 mode needs locator, the port's downlink uSID prefix (block:uSID::/48)", where)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Port returns the port of plane, or false.
+func (c *Config) Port(plane int) (Port, bool) {
+	for _, p := range c.Ports {
+		if p.Plane == plane {
+			return p, true
+		}
+	}
+	return Port{}, false
+}
+
+// Marshal writes c as YAML.
+func (c *Config) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString("# mrc-nicd configuration (nic/config, version 1)\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("marshal nic config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Write validates c and writes it to path (mode 0644).
+func (c *Config) Write(path string) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("nic config %s: %w", path, err)
+	}
+	b, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write nic config: %w", err)
+	}
+	return nil
+}

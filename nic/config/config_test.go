@@ -1,0 +1,137 @@
+package config
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const good = `version: 1
+host: h0
+mode: srv6
+template: h0.tmpl.yaml
+evs: 16
+cc: {algorithm: default, initial_window: 65536, max_window: 1048576}
+device_socket: /tmp/h0.sock
+metrics: "[::1]:9470"
+ports:
+  - name: p0
+    interface: eth0
+    plane: 0
+    mac: 02:00:00:00:01:00
+    neighbor_mac: 02:00:00:00:10:00
+    address: fd00:1:0::1
+    locator: 5f00:1:c000::/48
+  - interface: eth1
+    plane: 1
+    mac: 02:00:00:00:01:01
+    neighbor_mac: 02:00:00:00:10:01
+    address: fd00:1:1::1
+    locator: 5f00:1:c001::/48
+    pacing_bps: 1000000000
+`
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse([]byte(good), "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MTU != DefaultMTU || c.EVs != 16 || c.Attach != "auto" || c.Mode != ModeSRv6 {
+		t.Errorf("defaults/values: %+v", c)
+	}
+	if got := c.Ports[1].PortName(); got != "eth1" {
+		t.Errorf("PortName = %q, want eth1", got)
+	}
+	if c.Ports[0].MAC != (MAC{2, 0, 0, 0, 1, 0}) {
+		t.Errorf("mac = %v", c.Ports[0].MAC)
+	}
+	if c.Ports[1].Locator != netip.MustParsePrefix("5f00:1:c001::/48") || c.Ports[1].PacingBps != 1e9 {
+		t.Errorf("port 1 = %+v", c.Ports[1])
+	}
+	if p, ok := c.Port(1); !ok || p.Interface != "eth1" {
+		t.Errorf("Port(1) = %+v, %v", p, ok)
+	}
+}
+
+func TestRoundTripAndLoad(t *testing.T) {
+	c, err := Parse([]byte(good), "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nic.yaml")
+	if err := c.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Template != filepath.Join(dir, "h0.tmpl.yaml") {
+		t.Errorf("template not resolved against the file's folder: %q", c2.Template)
+	}
+	c2.Template = c.Template
+	b1, _ := c.Marshal()
+	b2, _ := c2.Marshal()
+	if string(b1) != string(b2) {
+		t.Errorf("round trip differs:\n%s\n---\n%s", b1, b2)
+	}
+}
+
+func TestParseBad(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"mode", "mode: srv6", "mode: ospf", `mode "ospf"`},
+		{"no template", "template: h0.tmpl.yaml", "", "needs template"},
+		{"mtu", "evs: 16", "evs: 16\nmtu: 1500", "mtu 1500"},
+		{"evs", "evs: 16", "evs: 5000", "evs 5000"},
+		{"plane twice", "plane: 1", "plane: 0", "plane 0 has two ports"},
+		{"plane range", "plane: 1", "plane: 16", "plane 16"},
+		{"mac", "mac: 02:00:00:00:01:01", "mac: zz", "MAC \"zz\""},
+		{"no neighbor", "    neighbor_mac: 02:00:00:00:10:01\n", "", "neighbor_mac is missing"},
+		{"address", "address: fd00:1:1::1", "address: 10.0.0.1", "address 10.0.0.1"},
+		{"no locator", "    locator: 5f00:1:c001::/48\n", "", "needs locator"},
+		{"unknown field", "evs: 16", "evz: 16", "evz"},
+		{"version", "version: 1", "version: 9", "version 9"},
+		{"window", "initial_window: 65536", "initial_window: 9999999", "initial_window"},
+		{"attach", "evs: 16", "evs: 16\nattach: hw", `attach "hw"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(good, tc.from, tc.to, 1)
+			if src == good {
+				t.Fatalf("test case did not change the input")
+			}
+			_, err := Parse([]byte(src), "bad")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestECMPNeedsNoTemplate(t *testing.T) {
+	src := strings.NewReplacer("mode: srv6", "mode: ecmp", "template: h0.tmpl.yaml\n", "").Replace(good)
+	if _, err := Parse([]byte(src), "ecmp"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !os.IsNotExist(errorsUnwrapAll(err)) {
+		t.Fatalf("err = %v, want not-exist", err)
+	}
+}
+
+func errorsUnwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}

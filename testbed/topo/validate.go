@@ -1,0 +1,68 @@
+package topo
+
+import (
+	"fmt"
+	"regexp"
+)
+
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+
+// Validate checks cross-field rules; Parse and Preset results pass it.
+func (t *Topology) Validate() error { return t.validate(nil) }
+
+func (t *Topology) validate(lines map[string]int) error {
+	bad := func(field, allowed, format string, args ...any) error {
+		return &Error{File: t.Source, Line: lines[field], Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
+	}
+	switch {
+	case t.Prefix == "":
+		return bad("prefix", "1-8 characters [a-z0-9], starting with a letter", "missing: every namespace and pin of the run is named after it")
+	case !prefixRE.MatchString(t.Prefix):
+		return bad("prefix", "1-8 characters [a-z0-9], starting with a letter", "bad prefix %q", t.Prefix)
+	case t.Planes == 0:
+		return bad("planes", fmt.Sprintf("an integer from 1 to %d", MaxPlanes), "missing")
+	case t.T0PerPlane == 0:
+		return bad("t0_per_plane", fmt.Sprintf("an integer from 1 to %d", MaxT0), "missing")
+	case t.HostsPerT0 == 0:
+		return bad("hosts_per_t0", fmt.Sprintf("an integer from 1 to %d", MaxHostsPerT0), "missing")
+	case t.T1PerPlane == 0 && t.T0PerPlane > 1:
+		return bad("t1_per_plane", fmt.Sprintf("an integer from 1 to %d when t0_per_plane > 1", MaxT1), "%d T0s per plane need at least one T1 to reach each other", t.T0PerPlane)
+	case t.Hosts() < 2:
+		return bad("hosts_per_t0", "at least 2 hosts in total (t0_per_plane × hosts_per_t0)", "a testbed with %d host has nobody to talk to", t.Hosts())
+	case t.Mode != ModeSRv6 && t.Mode != ModeECMP:
+		return bad("mode", "srv6 | ecmp", "unknown mode %q", t.Mode)
+	case t.Dataplane != DataplaneXDP && t.Dataplane != DataplaneKernel:
+		return bad("dataplane", "xdp | kernel", "unknown dataplane %q", t.Dataplane)
+	case t.MTU < MinMTU || t.MTU > MaxMTU:
+		return bad("mtu", fmt.Sprintf("an integer from %d to %d", MinMTU, MaxMTU), "%d is out of range", t.MTU)
+	}
+	for _, l := range []struct {
+		name string
+		s    LinkSpec
+	}{{"links.fabric", t.Fabric}, {"links.host", t.Host}} {
+		// Queue stages must nest: mark before trim before drop.
+		prev, prevName := uint64(0), ""
+		for _, st := range []struct {
+			name string
+			v    uint64
+		}{{"ecn_threshold", l.s.ECNThreshold}, {"trim_threshold", l.s.TrimThreshold}, {"buffer", l.s.Buffer}} {
+			if st.v == 0 {
+				continue
+			}
+			if st.v <= prev {
+				return bad(l.name+"."+st.name, fmt.Sprintf("greater than %s (%d bytes)", prevName, prev), "thresholds must increase: ecn_threshold < trim_threshold < buffer")
+			}
+			prev, prevName = st.v, st.name
+		}
+		if l.s.CapacityBps != 0 && l.s.Buffer == 0 {
+			return bad(l.name+".buffer", "a size such as 256KiB (the virtual queue's drop threshold)", "a capacity needs a buffer")
+		}
+		if l.s.Buffer >= 1<<32 {
+			return bad(l.name+".buffer", "less than 4GiB", "too large for the switch's 32-bit queue thresholds")
+		}
+		if (l.s.ECNThreshold != 0 || l.s.TrimThreshold != 0 || l.s.Buffer != 0) && l.s.CapacityBps == 0 {
+			return bad(l.name+".capacity", "a rate such as 10Gbit", "queue thresholds need a capacity to drain the virtual queue")
+		}
+	}
+	return nil
+}
