@@ -1,0 +1,334 @@
+package mrc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/softmrc/softmrc/internal/pathtmpl"
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// Time is a monotonic clock reading in nanoseconds. The engine never reads a
+// clock itself: every entry point is handed the current time by its caller
+// (the daemon's run loop or the fabric simulator).
+type Time int64
+
+// Common durations in Time units.
+const (
+	Nanosecond  Time = 1
+	Microsecond Time = 1000
+	Millisecond Time = 1000 * Microsecond
+	Second      Time = 1000 * Millisecond
+)
+
+// Never is the deadline returned when nothing is scheduled.
+const Never Time = 1<<63 - 1
+
+// RoutingMode selects how a packet's path is named.
+type RoutingMode uint8
+
+const (
+	// SRv6 (default): the outer IPv6 destination is a uSID container computed
+	// from the EV through the path template (internal/pathtmpl).
+	SRv6 RoutingMode = iota
+	// ECMP: no outer header; the EV rides only in the UDP source port and the
+	// flow label and switches hash it. The NIC port is the EV's plane.
+	ECMP
+)
+
+func (m RoutingMode) String() string {
+	if m == ECMP {
+		return "ecmp"
+	}
+	return "srv6"
+}
+
+// TimeoutMode selects how the per-packet ACK timeout grows with retries.
+type TimeoutMode uint8
+
+const (
+	// TimeoutExponential doubles the timeout per retry up to MaxAckTimeout.
+	TimeoutExponential TimeoutMode = iota
+	// TimeoutLinear keeps the timeout fixed.
+	TimeoutLinear
+)
+
+// Transport selects the reliability scheme of a QP. Both ends must agree.
+type Transport uint8
+
+const (
+	// MRC: spraying over an EV set, SACK/NACK selective retransmission, EV states.
+	MRC Transport = iota
+	// GoBackN: RoCEv2 RC behaviour on one path for baseline comparisons: the
+	// receiver accepts only the next PSN, answers a gap with a NAK-sequence
+	// (AETH syndrome 0x60) and the sender resends everything from the hole.
+	GoBackN
+)
+
+func (t Transport) String() string {
+	if t == GoBackN {
+		return "gobackn"
+	}
+	return "mrc"
+}
+
+// Config configures an Engine (one soft NIC with one port per plane).
+type Config struct {
+	// Planes is the number of planes (= NIC ports), 1..wire.MaxPlanes.
+	Planes int
+	// Mode is the routing mode (SRv6 default).
+	Mode RoutingMode
+	// Template names paths in SRv6 mode (required there).
+	Template *pathtmpl.Template
+	// Addrs is this NIC's inner IPv6 address per plane.
+	Addrs [wire.MaxPlanes]wire.Addr128
+	// PortMAC and NextHopMAC are the Ethernet source and destination per port.
+	PortMAC, NextHopMAC [wire.MaxPlanes][6]byte
+	// MTU is the payload bytes per data packet: 1024, 2048 (default) or 4096.
+	MTU int
+	// UDPPort is the destination port sent (default 4791).
+	UDPPort uint16
+
+	// SACK coalescing (receiver): a SACK goes out after AckEvery data packets
+	// (default 4) or AckDelay after the first unacknowledged one (default
+	// 2 µs), and immediately for CE-marked, retransmitted, out-of-order or
+	// AckReq packets (docs/engine.md).
+	AckEvery int
+	AckDelay Time
+
+	// PortRate is each port's line rate in bits per nanosecond (100 =
+	// 100 Gb/s); 0 means unlimited. When set, the engine sends on a port only
+	// while its backlog is under PortQueue (default 2 µs of line time): the
+	// spec's "EV whose plane's port has TX room" (GetSendParams), which also
+	// keeps the NIC's own queue out of the RTT.
+	PortRate  float64
+	PortQueue Time
+
+	// MaxBurst bounds the data packets one Poll emits (default 64), so that
+	// a run loop interleaves receiving with sending.
+	MaxBurst int
+
+	// CtrlQueue is the capacity of the control-packet queue (default 1024);
+	// overflow is counted and the packets dropped (SACKs are cumulative).
+	CtrlQueue int
+
+	// CC holds the congestion-control constants (zero fields take defaults).
+	CC CCConfig
+}
+
+// QPConfig configures one queue pair. Zero fields take the documented defaults.
+type QPConfig struct {
+	Transport Transport
+	// NumEVs is the active EV set size (default 128, at most 256), split
+	// equally across planes.
+	NumEVs int
+	// ReservePerPlane is the backup EVs kept per plane (default 8).
+	ReservePerPlane int
+	// Window is the MPR in packets: a multiple of 128, power of two, default
+	// 1024, at most 8192. The receiver tracks PSNs inside it; the sender never
+	// sends beyond cumulative ack + Window.
+	Window int
+	// MaxWImm caps in-flight Write-with-Immediate messages (default 64).
+	MaxWImm int
+	// SendQueue is the capacity of posted, uncompleted work requests (default 1024).
+	SendQueue int
+	// AckTimeout is the per-packet ACK timeout before any RTT sample and
+	// the ceiling of the adaptive one, clamp(srtt+4·rttvar, MinRTO,
+	// AckTimeout) (default 500 µs). Exponential mode doubles it per retry up
+	// to MaxAckTimeout.
+	AckTimeout    Time
+	MinRTO        Time // default 20 µs
+	MaxAckTimeout Time // exponential ceiling (default 64 × AckTimeout)
+	TimeoutMode   TimeoutMode
+	// RetryLimit is the per-packet retry count after which, if no usable EV
+	// remains, the QP fails with StatusRetryExceeded (default 7; 32 or more =
+	// retry forever).
+	RetryLimit int
+	// NoEVTimeout: a QP with data to send and no usable EV for this long goes
+	// to error (default 100 ms).
+	NoEVTimeout Time
+	// ProbeInterval is the spacing of probes of one ASSUMED_BAD EV (default
+	// max(srtt, 10 µs) when zero) and ProbeSuccesses the consecutive answered
+	// probes that return it to service (default 2).
+	ProbeInterval  Time
+	ProbeSuccesses int
+	// ReorderWindow: a hole is declared lost once a packet sent this much
+	// later has been acknowledged (default max(srtt/2+4·rttvar, 4 µs) when zero).
+	ReorderWindow Time
+	// EVs, when set, is the active EV set (an EXPLICIT profile: used as
+	// given, NumEVs ignored) and Reserve its backup EVs; planes must exist on
+	// both ends. Otherwise the set is GENERATED at Connect from the rng.
+	EVs     []wire.EV
+	Reserve []wire.EV
+	// Deny lists EVs that start DENIED (the controller's denylist).
+	Deny []wire.EV
+	// StartPSN is the first PSN this QP sends; random when zero.
+	StartPSN wire.PSN
+}
+
+// CCConfig are the NSCC-style constants (docs/engine.md explains them).
+type CCConfig struct {
+	InitCwnd     int     // bytes (default 64 × MTU)
+	MinCwnd      int     // bytes (default 1 × MTU)
+	MaxCwnd      int     // bytes (default Window × MTU of the QP)
+	TargetQDelay Time    // target queueing delay above base RTT (default 6 µs)
+	PropGain     float64 // start-phase proportional (multiplicative) increase gain (default 0.5)
+	PropInc      float64 // proportional increase after the start phase, MTUs per RTT at an empty queue (default 8)
+	FairInc      float64 // fair increase, MTUs per RTT (default 1)
+	MDGain       float64 // multiplicative decrease gain (default 0.5)
+	MDFloor      float64 // least factor one decrease may apply (default 0.5)
+	TrimDecrease float64 // factor on a trim NACK, once per RTT (default 0.85)
+	Disable      bool    // fixed window = InitCwnd (for experiments)
+}
+
+// QPInfo is what the two ends of a connection exchange out of band (there is
+// no RDMA-CM): Info returns it, Connect takes the peer's.
+type QPInfo struct {
+	QPN       wire.QPN
+	StartPSN  wire.PSN
+	Addrs     [wire.MaxPlanes]wire.Addr128 // inner address per plane (zero = no port there)
+	Window    int
+	MaxWImm   int
+	MTU       int
+	Transport Transport
+}
+
+// Op is a work-request operation. Only Write and WriteImm are supported;
+// the others exist so that callers get ErrUnsupportedOp rather than a silent
+// fallback.
+type Op uint8
+
+const (
+	OpWrite Op = iota
+	OpWriteImm
+	OpSend
+	OpSendImm
+	OpRead
+	OpAtomicCAS
+	OpAtomicFAA
+)
+
+func (o Op) String() string {
+	return [...]string{"WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ", "ATOMIC_CAS", "ATOMIC_FAA", "?"}[min(int(o), 7)]
+}
+
+// WR is a work request: write Len bytes of local memory to RemoteVA under RKey.
+type WR struct {
+	ID uint64
+	Op Op
+	// Local, when non-nil, is the source bytes; the engine keeps the slice
+	// until the WR completes (the caller must not change it meanwhile).
+	// Otherwise the source is (LKey, Addr, Len) in a registered region.
+	Local []byte
+	LKey  uint32
+	Addr  uint64
+	Len   uint32
+
+	RemoteVA uint64
+	RKey     uint32
+	Imm      uint32 // OpWriteImm only
+}
+
+// CompKind says what a completion reports.
+type CompKind uint8
+
+const (
+	// CompSend: a posted WR completed (all its packets acknowledged) or failed.
+	CompSend CompKind = iota
+	// CompRecvImm: a Write-with-Immediate landed, with every earlier message.
+	CompRecvImm
+	// CompQPError: the QP went to error (Status says why).
+	CompQPError
+)
+
+// Status of a completion.
+type Status uint8
+
+const (
+	StatusOK Status = iota
+	StatusRetryExceeded
+	StatusRemoteAccess  // peer NACKed UNEXP_EVENT (bad rkey/VA/length)
+	StatusWImmLimit     // peer NACKed WIMM_LIMIT
+	StatusFlushed       // QP in error, WR not executed
+	StatusNoPath        // no usable EV for NoEVTimeout
+	StatusRemoteInvalid // malformed request from the peer (receiver side)
+)
+
+func (s Status) String() string {
+	return [...]string{"OK", "RETRY_EXCEEDED", "REMOTE_ACCESS", "WIMM_LIMIT", "FLUSHED", "NO_PATH", "REMOTE_INVALID", "?"}[min(int(s), 7)]
+}
+
+// Completion is one CQ entry.
+type Completion struct {
+	Kind   CompKind
+	Status Status
+	QPN    wire.QPN
+	WRID   uint64 // CompSend
+	Imm    uint32 // CompRecvImm
+	Len    uint32 // CompSend: bytes; CompRecvImm: 0 (message length is not carried)
+	RQMSN  wire.MSN
+}
+
+// QPState is the state of a QP.
+type QPState uint8
+
+const (
+	QPInit  QPState = iota // created, not connected
+	QPReady                // connected (RTS)
+	QPError                // failed; posted WRs are flushed
+)
+
+func (s QPState) String() string { return [...]string{"INIT", "READY", "ERROR"}[min(int(s), 2)] }
+
+// EVState is the state of one EV in a QP's set (MRC-PUBLIC-FACTS §1.16).
+type EVState uint8
+
+const (
+	EVGood EVState = iota
+	EVSkip
+	EVAssumedBad
+	EVDenied
+	numEVStates
+)
+
+func (s EVState) String() string {
+	return [...]string{"GOOD", "SKIP", "ASSUMED_BAD", "DENIED"}[min(int(s), 3)]
+}
+
+// Access rights of a registered region.
+type Access uint8
+
+const (
+	AccessLocalRead Access = 1 << iota
+	AccessRemoteWrite
+)
+
+// Region is registered memory: Buf holds bytes [Base, Base+len(Buf)).
+type Region struct {
+	Base   uint64
+	Buf    []byte
+	Access Access
+}
+
+// Memory resolves keys (rkeys for incoming writes, lkeys for outgoing data)
+// to registered regions. It must not allocate; the engine calls it per packet.
+type Memory interface {
+	Region(key uint32) (Region, bool)
+}
+
+// Errors returned by the API. Wrapped errors keep these identities.
+var (
+	ErrUnsupportedOp = errors.New("mrc: only RDMA Write and Write-with-Immediate are supported (no Send, Read or Atomic)")
+	ErrUnknownQP     = errors.New("mrc: unknown QP number")
+	ErrQPState       = errors.New("mrc: QP is not in a state that allows this")
+	ErrQueueFull     = errors.New("mrc: send queue full; poll the CQ and retry")
+	ErrWImmLimit     = errors.New("mrc: in-flight Write-with-Immediate limit reached; wait for completions")
+	ErrLocalAccess   = errors.New("mrc: local buffer is not inside a registered region with local-read access")
+	ErrConfig        = errors.New("mrc: invalid configuration")
+	ErrNoPeer        = errors.New("mrc: peer not found in the path template")
+	ErrTooLarge      = errors.New("mrc: message longer than 2^31 bytes")
+)
+
+func configErr(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+}

@@ -1,0 +1,126 @@
+package mrc
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// BenchmarkSendReceive measures the steady-state cost of one data packet
+// through both engines (sender builds and encodes it, receiver decodes,
+// checks the ICRC, places the payload and coalesces SACKs; the sender then
+// processes the SACKs). Frames go straight from one engine to the other.
+func BenchmarkSendReceive(b *testing.B) {
+	for _, mtu := range []int{2048, 4096} {
+		b.Run(map[int]string{2048: "mtu2048", 4096: "mtu4096"}[mtu], func(b *testing.B) {
+			h := newHarness(b, hopts{seed: 1, cfg: func(c *Config) { c.MTU = mtu; c.PortRate = 0 }})
+			const region = 64 << 20
+			src := make([]byte, region)
+			h.mem[0].Register(1, 0, src, AccessLocalRead)
+			h.mem[1].Register(2, 0, make([]byte, region), AccessRemoteWrite)
+			var q [2][][]byte
+			for i := range q {
+				for k := 0; k < 4096; k++ {
+					q[i] = append(q[i], make([]byte, 0, maxFrame))
+				}
+			}
+			var n [2]int
+			emit := func(to int) func(wire.Plane, []byte) {
+				return func(_ wire.Plane, f []byte) {
+					q[to][n[to]] = append(q[to][n[to]][:0], f...)
+					n[to]++
+				}
+			}
+			em := [2]func(wire.Plane, []byte){emit(1), emit(0)}
+			cq := make([]Completion, 256)
+			var now Time
+			post := func() {
+				for {
+					err := h.eng[0].PostWrite(h.qp[0], WR{LKey: 1, Addr: 0, Len: 1 << 20, RemoteVA: 0, RKey: 2})
+					if err != nil {
+						return
+					}
+				}
+			}
+			post()
+			pkts := 0
+			step := func() {
+				now += 200
+				for side := 0; side < 2; side++ {
+					m := n[side]
+					n[side] = 0
+					for i := 0; i < m; i++ {
+						h.eng[side].HandlePacket(now, 0, q[side][i])
+					}
+				}
+				before := h.eng[0].stats.TxFrames
+				h.eng[0].Poll(now, em[0])
+				h.eng[1].Poll(now, em[1])
+				pkts += int(h.eng[0].stats.TxFrames - before)
+				for h.eng[0].PollCQ(cq) > 0 {
+				}
+				if h.eng[0].qps[h.qp[0]].msgTail-h.eng[0].qps[h.qp[0]].msgHead < 16 {
+					post()
+				}
+			}
+			for i := 0; i < 2000; i++ { // warm up: windows open, queues sized
+				step()
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(mtu))
+			b.ResetTimer()
+			pkts = 0
+			for pkts < b.N {
+				step()
+			}
+		})
+	}
+}
+
+// BenchmarkQPMemory reports the heap bytes one connected QP with 256 EVs
+// (and the default 1024-packet window) costs: everything allocated while
+// connecting both ends, halved (all of it stays live with the QP).
+func BenchmarkQPMemory(b *testing.B) {
+	h := newHarness(b, hopts{seed: 1, noQPs: true})
+	var m0, m1 runtime.MemStats
+	const n = 64
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for i := 0; i < n; i++ {
+		h.connect(QPConfig{NumEVs: 256}, QPConfig{NumEVs: 256})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/(2*n), "bytes/QP")
+	for i := 0; i < b.N; i++ {
+	}
+}
+
+// BenchmarkWireFloor is the baseline for BenchmarkSendReceive: the work any
+// RoCE-style NIC does per packet whatever its transport (encode a data frame
+// with its ICRC, decode it, check the ICRC, copy the payload into memory).
+// The engine's overhead is the ratio of the two in the same run.
+func BenchmarkWireFloor(b *testing.B) {
+	for _, mtu := range []int{2048, 4096} {
+		b.Run(map[int]string{2048: "mtu2048", 4096: "mtu4096"}[mtu], func(b *testing.B) {
+			payload := make([]byte, mtu)
+			dst := make([]byte, 64<<20)
+			p := wire.Packet{Encap: true, Opcode: wire.OpWriteMiddle, DestQP: 0x123, HasTS: true, RKey: 1, DMALen: 1 << 20, Payload: payload,
+				DSCP: wire.DSCPTrimmable, ECN: wire.ECNECT0, EV: wire.MakeEV(1, 2, 3)}
+			buf := make([]byte, maxFrame)
+			var q wire.Packet
+			b.ReportAllocs()
+			b.SetBytes(int64(mtu))
+			for i := 0; i < b.N; i++ {
+				p.PSN = wire.PSN(i) & wire.PSNMask
+				p.VA = uint64(i*mtu) % uint64(len(dst)-mtu)
+				n, _ := p.Encode(buf)
+				if (wire.Decoder{}).Decode(buf[:n], &q) != nil || !wire.CheckICRC(buf[:n], &q) {
+					b.Fatal("decode")
+				}
+				copy(dst[q.VA:], q.Payload)
+			}
+		})
+	}
+}

@@ -1,0 +1,145 @@
+package mrc
+
+// Congestion control in the spirit of UET NSCC (MRC-PUBLIC-FACTS §1.15): a
+// sender-side window in bytes per destination, clocked by acknowledged bytes,
+// steered by the ECN echo of the triggering packet and by the queueing delay
+// (RTT above the lowest RTT seen) against a target:
+//
+//	no ECN, delay < target  -> proportional increase (faster the emptier the queue):
+//	                           multiplicative in the start phase (until the first
+//	                           congestion signal), additive (PropInc MTU per RTT ×
+//	                           headroom) after it, so that competing flows converge
+//	                           to a fair share (AIMD) instead of the largest one
+//	                           growing fastest
+//	no ECN, delay >= target -> fair increase (+FairInc MTU per RTT)
+//	ECN,    delay >= target -> multiplicative decrease, at most once per RTT
+//	ECN,    delay < target  -> hold (ECN here is a load-balancing hint: the EV goes SKIP)
+//
+// A trim (NACK TRIMMED or TRIMMED_LASTHOP) is congestion too: the window is
+// multiplied by TrimDecrease, at most once per RTT. Untrimmed loss is not
+// congestion (it is a broken path) and leaves the window alone.
+
+func (c *CCConfig) setDefaults(mtu int) {
+	if c.InitCwnd == 0 {
+		c.InitCwnd = 64 * mtu
+	}
+	if c.MinCwnd == 0 {
+		c.MinCwnd = mtu
+	}
+	if c.TargetQDelay == 0 {
+		c.TargetQDelay = 6 * Microsecond
+	}
+	if c.PropGain == 0 {
+		c.PropGain = 0.5
+	}
+	if c.PropInc == 0 {
+		c.PropInc = 8
+	}
+	if c.FairInc == 0 {
+		c.FairInc = 1
+	}
+	if c.MDGain == 0 {
+		c.MDGain = 0.5
+	}
+	if c.MDFloor == 0 {
+		c.MDFloor = 0.5
+	}
+	if c.TrimDecrease == 0 {
+		c.TrimDecrease = 0.85
+	}
+}
+
+type ccState struct {
+	cfg      *CCConfig
+	mtu      int
+	started  bool // the start phase is over (a congestion signal was seen)
+	cwnd     float64
+	maxCwnd  float64
+	inflight int
+	baseRTT  Time
+	lastDec  Time
+	lastTrim Time
+}
+
+func (c *ccState) init(cfg *CCConfig, mtu int) {
+	c.cfg, c.mtu = cfg, mtu
+	c.cwnd = float64(cfg.InitCwnd)
+	c.maxCwnd = float64(cfg.MaxCwnd)
+}
+
+// setMax raises the ceiling to a QP's window (MaxCwnd default: Window×MTU).
+func (c *ccState) setMax(window int) {
+	if c.cfg.MaxCwnd == 0 {
+		if m := float64(window * c.mtu); m > c.maxCwnd {
+			c.maxCwnd = m
+		}
+	}
+}
+
+func (c *ccState) canSend(n int) bool {
+	return c.inflight == 0 || float64(c.inflight+n) <= c.cwnd
+}
+
+func (c *ccState) clamp() {
+	if c.cwnd < float64(c.cfg.MinCwnd) {
+		c.cwnd = float64(c.cfg.MinCwnd)
+	}
+	if c.maxCwnd > 0 && c.cwnd > c.maxCwnd {
+		c.cwnd = c.maxCwnd
+	}
+}
+
+// onAck applies one SACK: acked newly acknowledged bytes, ecn whether the
+// triggering packet was CE-marked, rtt the sample (0 if none), srtt the
+// smoothed RTT for the once-per-RTT limits.
+func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
+	if c.cfg.Disable {
+		return
+	}
+	if rtt > 0 && (c.baseRTT == 0 || rtt < c.baseRTT) {
+		c.baseRTT = rtt
+	}
+	if rtt == 0 {
+		rtt = srtt
+	}
+	if rtt == 0 || c.baseRTT == 0 {
+		return
+	}
+	delay := rtt - c.baseRTT
+	target := c.cfg.TargetQDelay
+	switch {
+	case !ecn && delay < target:
+		if acked > 0 {
+			head := float64(target-delay) / float64(target)
+			if c.started {
+				c.cwnd += c.cfg.PropInc * float64(c.mtu) * float64(acked) / c.cwnd * head
+			} else {
+				c.cwnd += float64(acked) * c.cfg.PropGain * head
+			}
+		}
+	case !ecn:
+		if acked > 0 {
+			c.cwnd += c.cfg.FairInc * float64(c.mtu) * float64(acked) / c.cwnd
+		}
+	case delay >= target:
+		c.started = true
+		if now-c.lastDec >= srtt {
+			f := 1 - c.cfg.MDGain*float64(delay-target)/float64(delay)
+			c.cwnd *= max(f, c.cfg.MDFloor)
+			c.lastDec = now
+		}
+	}
+	c.clamp()
+}
+
+func (c *ccState) onTrim(now Time, srtt Time) {
+	if c.cfg.Disable {
+		return
+	}
+	c.started = true
+	if now-c.lastTrim >= srtt {
+		c.cwnd *= c.cfg.TrimDecrease
+		c.lastTrim = now
+		c.clamp()
+	}
+}

@@ -1,0 +1,193 @@
+package mrc
+
+import (
+	"testing"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// startTransfer posts size bytes from side 0 to side 1 without waiting.
+func (h *harness) startTransfer(size, chunk int) (src, dst []byte) {
+	src = h.region(0, 0x11, 0, size, AccessLocalRead)
+	dst = make([]byte, size)
+	h.mem[1].Register(0x22, 0, dst, AccessRemoteWrite)
+	for off := 0; off < size; off += chunk {
+		if err := h.eng[0].PostWrite(h.qp[0], WR{ID: uint64(off), LKey: 0x11, Addr: uint64(off), Len: uint32(chunk), RemoteVA: uint64(off), RKey: 0x22}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return
+}
+
+func (h *harness) rxBytes() uint64 { return h.snap(1).Counters.RxBytes }
+
+func TestBlackholedPath(t *testing.T) {
+	h := newHarness(t, hopts{seed: 51})
+	const size, chunk = 48 << 20, 1 << 20
+	h.startTransfer(size, chunk)
+	h.run(200*Microsecond, nil)
+	srtt := h.snap(0).SRTT
+	var atFault QPSnapshot
+	h.eng[0].Snapshot(h.qp[0], &atFault)
+
+	// T0(plane 0)–T1 #1 dies in both directions: every path through it.
+	// Detection latency per EV: from the first packet it carries into the
+	// dead link to its ASSUMED_BAD, sampled every 500 ns.
+	dead := func(ev wire.EV) bool { return ev.Plane() == 0 && ev.T1()%4 == 1 }
+	firstSent := map[wire.EV]Time{}
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if (wire.Decoder{}).Decode(f, &p) != nil || !dead(p.EV) {
+			return false
+		}
+		if _, ok := firstSent[p.EV]; !ok && from == 0 && p.Opcode.IsData() {
+			firstSent[p.EV] = h.now
+		}
+		return true
+	}
+	t0 := h.now
+	badAt := map[wire.EV]Time{}
+	var s QPSnapshot
+	for h.now < t0+12*srtt {
+		h.run(h.now+500, nil)
+		h.eng[0].Snapshot(h.qp[0], &s)
+		for _, e := range s.EVs {
+			if _, seen := badAt[e.EV]; !seen && e.State == EVAssumedBad {
+				badAt[e.EV] = h.now
+			}
+		}
+	}
+	if len(firstSent) == 0 {
+		t.Fatal("no packet entered the dead link")
+	}
+	var worst Time
+	for ev, ts := range firstSent {
+		b, ok := badAt[ev]
+		if !ok {
+			t.Errorf("EV %v carried packets into the dead link and never went ASSUMED_BAD", ev)
+			continue
+		}
+		worst = max(worst, b-ts)
+		if b-ts > 3*srtt {
+			t.Errorf("EV %v went ASSUMED_BAD %d ns after its first packet into the dead link: more than 3 RTTs (%d ns)", ev, b-ts, 3*srtt)
+		}
+	}
+	var lost, inflight uint64
+	for _, e := range s.EVs {
+		if dead(e.EV) {
+			lost += e.Losses + e.Timeouts
+		}
+	}
+	for _, e := range atFault.EVs {
+		if dead(e.EV) {
+			inflight += e.Sent - e.Acked
+			lost -= e.Losses + e.Timeouts
+		}
+	}
+	t.Logf("%d EVs hit the dead link; worst detection %d ns (srtt %d); %d packets lost, %d were in flight on them at the fault",
+		len(firstSent), worst, srtt, lost, inflight)
+
+	// Goodput while the link stays dead.
+	b0, tA := h.rxBytes(), h.now
+	h.run(h.now+300*Microsecond, nil)
+	rate := float64(h.rxBytes()-b0) * 8 / float64(h.now-tA) // Gb/s
+	t.Logf("goodput with the dead link %.1f Gb/s of 400", rate)
+	if rate < 0.95*400*2048/2150 {
+		t.Errorf("goodput %.1f Gb/s, want >= 95%% of the 4 x 100G links' payload rate", rate)
+	}
+
+	// Restore: probes bring the EVs back.
+	h.Filter = nil
+	h.run(h.now+500*Microsecond, nil)
+	s = h.snap(0)
+	checkTransitions(t, s)
+	for _, e := range s.EVs {
+		if _, hit := firstSent[e.EV]; hit && (e.State != EVGood || e.Transitions[EVAssumedBad][EVGood] == 0) {
+			t.Errorf("EV %v is %v after the link came back (probes ok %d)", e.EV, e.State, e.ProbesOK)
+		}
+	}
+	if s.State != QPReady {
+		t.Fatalf("QP %v", s.State)
+	}
+}
+
+func TestReceiverPortDown(t *testing.T) {
+	h := newHarness(t, hopts{seed: 61})
+	const size, chunk = 48 << 20, 1 << 20
+	src, dst := h.startTransfer(size, chunk)
+	h.run(150*Microsecond, nil)
+	b0, tA := h.rxBytes(), h.now
+	h.run(h.now+100*Microsecond, nil)
+	full := float64(h.rxBytes()-b0) / float64(h.now-tA)
+
+	h.eng[1].SetPortState(h.now, 3, false)
+	h.run(h.now+50*Microsecond, nil)
+	if m := h.snap(0).RemoteUp; m != 0b0111 {
+		t.Fatalf("sender's view of the peer's ports %04b, want 0111", m)
+	}
+	b0, tA = h.rxBytes(), h.now
+	h.run(h.now+200*Microsecond, nil)
+	down := float64(h.rxBytes()-b0) / float64(h.now-tA)
+	t.Logf("rate with a port down: %.2f of full", down/full)
+	if r := down / full; r < 0.70 || r > 0.80 {
+		t.Errorf("rate with 1 of 4 ports down is %.2f of full, want 0.75 ± 0.05", r)
+	}
+	h.eng[1].SetPortState(h.now, 3, true)
+	h.run(h.now+50*Microsecond, nil)
+	if m := h.snap(0).RemoteUp; m != 0b1111 {
+		t.Fatalf("after port up the sender sees %04b", m)
+	}
+	b0, tA = h.rxBytes(), h.now
+	h.run(h.now+100*Microsecond, nil)
+	up := float64(h.rxBytes()-b0) / float64(h.now-tA)
+	if up/full < 0.9 {
+		t.Errorf("rate after port up %.2f of full", up/full)
+	}
+	done := 0
+	h.run(h.now+100*Millisecond, func() bool {
+		done += len(h.drainCQ(0))
+		return done == size/chunk
+	})
+	s := h.snap(0)
+	if s.State != QPReady || done != size/chunk || string(src) != string(dst) {
+		t.Fatalf("state %v, %d/%d WRs, data equal %v", s.State, done, size/chunk, string(src) == string(dst))
+	}
+}
+
+func TestLocalPortDown(t *testing.T) {
+	h := newHarness(t, hopts{seed: 62})
+	h.startTransfer(8<<20, 1<<20)
+	h.run(50*Microsecond, nil)
+	h.eng[0].SetPortState(h.now, 1, false)
+	sentOn1 := 0
+	h.Filter = func(from int, port wire.Plane, f []byte) bool {
+		if from == 0 && port == 1 {
+			sentOn1++
+		}
+		return false
+	}
+	done := 0
+	h.run(h.now+100*Millisecond, func() bool { done += len(h.drainCQ(0)); return done == 8 })
+	if sentOn1 != 0 || done != 8 {
+		t.Fatalf("%d frames on the down port, %d/8 done", sentOn1, done)
+	}
+	if h.snap(1).RemoteUp != 0b1101 {
+		t.Fatalf("peer sees %04b", h.snap(1).RemoteUp)
+	}
+}
+
+func TestReverseProbes(t *testing.T) {
+	h := newHarness(t, hopts{seed: 71})
+	h.transfer(8<<20, 1<<20, Second)
+	r := h.snap(1)
+	if r.Counters.ReverseProbes == 0 || r.Counters.RevProbOK == 0 {
+		t.Fatalf("receive-only QP sent %d reverse probes, %d answered", r.Counters.ReverseProbes, r.Counters.RevProbOK)
+	}
+	if len(r.ReverseEVs) < testPlanes {
+		t.Errorf("reverse set %v smaller than one per plane", r.ReverseEVs)
+	}
+	// About one per RTT, not a flood.
+	if per := float64(h.now) / float64(r.Counters.ReverseProbes); per < float64(r.SRTT)/2 {
+		t.Errorf("a reverse probe every %.0f ns with srtt %d", per, r.SRTT)
+	}
+}

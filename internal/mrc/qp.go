@@ -1,0 +1,543 @@
+package mrc
+
+import (
+	"fmt"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// Defaults (docs/engine.md).
+const (
+	defaultNumEVs     = 128
+	maxNumEVs         = 256
+	defaultReserve    = 8
+	defaultWindow     = 1024
+	maxWindow         = 8192
+	defaultMaxWImm    = 64
+	defaultSendQueue  = 1024
+	defaultAckTimeout = 500 * Microsecond
+	defaultMinRTO     = 20 * Microsecond
+	defaultRetryLimit = 7
+	defaultNoEV       = 100 * Millisecond
+	defaultProbeOK    = 1
+	minProbeInterval  = 10 * Microsecond
+	minReorder        = 4 * Microsecond
+	maxProbes         = 64
+	revPerPlane       = 2
+)
+
+func (c *QPConfig) setDefaults() error {
+	if c.Transport > GoBackN {
+		return configErr("unknown transport %d", c.Transport)
+	}
+	if c.NumEVs == 0 {
+		c.NumEVs = defaultNumEVs
+	}
+	if c.NumEVs < 1 || c.NumEVs > maxNumEVs {
+		return configErr("NumEVs = %d, want 1..%d", c.NumEVs, maxNumEVs)
+	}
+	if c.ReservePerPlane == 0 {
+		c.ReservePerPlane = defaultReserve
+	}
+	if c.ReservePerPlane < 0 {
+		c.ReservePerPlane = 0
+	}
+	if c.Window == 0 {
+		c.Window = defaultWindow
+	}
+	if c.Window < 128 || c.Window > maxWindow || c.Window&(c.Window-1) != 0 {
+		return configErr("Window = %d packets, want a power of two in 128..%d (MPR units of 128)", c.Window, maxWindow)
+	}
+	if c.MaxWImm == 0 {
+		c.MaxWImm = defaultMaxWImm
+	}
+	if c.SendQueue == 0 {
+		c.SendQueue = defaultSendQueue
+	}
+	if c.SendQueue < 1 || c.SendQueue > 1<<20 {
+		return configErr("SendQueue = %d, want 1..2^20", c.SendQueue)
+	}
+	c.SendQueue = 1 << ceilLog2(c.SendQueue)
+	if c.AckTimeout == 0 {
+		c.AckTimeout = defaultAckTimeout
+	}
+	if c.MinRTO == 0 {
+		c.MinRTO = defaultMinRTO
+	}
+	if c.MaxAckTimeout == 0 {
+		c.MaxAckTimeout = 64 * c.AckTimeout
+	}
+	if c.RetryLimit == 0 {
+		c.RetryLimit = defaultRetryLimit
+	}
+	if c.NoEVTimeout == 0 {
+		c.NoEVTimeout = defaultNoEV
+	}
+	if c.ProbeSuccesses == 0 {
+		c.ProbeSuccesses = defaultProbeOK
+	}
+	if c.AckTimeout < 0 || c.MinRTO < 0 || c.ProbeInterval < 0 || c.ReorderWindow < 0 {
+		return configErr("negative durations")
+	}
+	return nil
+}
+
+func ceilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// evEntry is one EV of a QP's set (active or reserve).
+type evEntry struct {
+	ev        wire.EV
+	plane     wire.Plane
+	state     EVState
+	active    bool
+	pos       int32 // index in q.order when active
+	probeOK   int
+	probeOut  bool
+	nextProbe Time
+	c         EVCounters
+}
+
+// txMsg is a posted WR.
+type txMsg struct {
+	wrID     uint64
+	src      []byte
+	va       uint64
+	rkey     uint32
+	length   uint32
+	imm      uint32
+	hasImm   bool
+	msn      wire.MSN
+	rqmsn    wire.MSN
+	firstPSN wire.PSN
+	npkts    uint32
+	assigned uint32 // packets given a PSN so far
+}
+
+// txPkt is the sender's record of one PSN.
+type txPkt struct {
+	msg    uint64 // absolute index of its message
+	off    uint32
+	n      uint32
+	ev     int32 // evs index of the latest transmission (-1 none)
+	sentAt Time
+	seq    uint32 // transmission number, matches timer entries
+	ts     uint16
+	tries  uint8
+	flags  uint8
+}
+
+const (
+	pktInFlight = 1 << iota // counted in the destination's inflight bytes
+	pktAcked
+	pktQueued // in the retransmit queue
+	pktSent   // transmitted at least once
+)
+
+// probeRec is an outstanding probe (PETH) waiting for its SACK pr=1.
+type probeRec struct {
+	used     bool
+	id       uint16
+	ev       int32 // evs index, or -1 for a reverse-set probe
+	rev      int   // reverse slot (plane*revPerPlane+k) when ev < 0
+	revEV    wire.EV
+	sentAt   Time
+	deadline Time
+}
+
+// revEntry is one EV of the reverse set (for SACKs and NACKs).
+type revEntry struct {
+	ev    wire.EV
+	ok    bool // validated by an answered probe or by data
+	valid bool // slot in use
+}
+
+type qp struct {
+	e      *Engine
+	qpn    wire.QPN
+	cfg    QPConfig
+	state  QPState
+	status Status
+	remote QPInfo
+	peer   *peer
+	W      int
+	wmask  uint32
+
+	// sender
+	msgs           []txMsg
+	msgHead        uint64 // oldest uncompleted
+	msgTail        uint64 // next free
+	segMsg         uint64 // message being cut into packets
+	msn            wire.MSN
+	rqmsn          wire.MSN
+	wimmOut        int
+	sndUna, sndNxt wire.PSN
+	pkts           []txPkt
+	rtxQ           []wire.PSN
+	rtxHd, rtxN    int
+	timers         timerHeap
+	txSeq          uint32
+	srtt, rttvar   Time
+	rackSentAt     Time
+	noEVSince      Time
+	lastSend       Time
+
+	// EV set
+	evs           []evEntry
+	evIdx         map[wire.EV]int32
+	order         []int32
+	cur           int
+	nBad          int
+	nextProbeScan Time
+	ctrlCur       int
+	gbnEV         [wire.MaxPlanes]int32
+	gbnPrimary    wire.Plane
+
+	// reverse set and probes
+	rev          [wire.MaxPlanes * revPerPlane]revEntry
+	revCur       int
+	nextRevProbe Time
+	probes       [maxProbes]probeRec
+	probeSeq     uint16
+	nProbes      int
+
+	rx    rxState
+	stats QPCounters
+}
+
+func newQP(e *Engine, qpn wire.QPN, c QPConfig) *qp {
+	if c.StartPSN == 0 {
+		c.StartPSN = wire.PSN(e.rng.Uint32() & wire.PSNMask)
+	}
+	c.StartPSN &= wire.PSNMask
+	q := &qp{e: e, qpn: qpn, cfg: c, W: c.Window, wmask: uint32(c.Window - 1),
+		msgs: make([]txMsg, c.SendQueue), pkts: make([]txPkt, c.Window), rtxQ: make([]wire.PSN, c.Window),
+		sndUna: c.StartPSN, sndNxt: c.StartPSN}
+	q.timers.init(2 * c.Window)
+	return q
+}
+
+// usablePlanes are the planes both ends have an address on.
+func (q *qp) planesMask() uint32 {
+	var m uint32
+	for i := 0; i < q.e.cfg.Planes; i++ {
+		if !q.e.cfg.Addrs[i].IsZero() && !q.remote.Addrs[i].IsZero() {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+func (q *qp) connect(remote QPInfo, p *peer) error {
+	q.remote, q.peer = remote, p
+	p.cc.setMax(q.W)
+	mask := q.planesMask()
+	if mask == 0 {
+		return configErr("no plane where both ends have an address")
+	}
+	var planes []wire.Plane
+	for i := 0; i < q.e.cfg.Planes; i++ {
+		if mask&(1<<i) != 0 {
+			planes = append(planes, wire.Plane(i))
+		}
+	}
+	per := q.cfg.NumEVs / len(planes)
+	if per < 1 {
+		per = 1
+	}
+	if q.cfg.Transport == GoBackN {
+		per = 1
+	}
+	res := q.cfg.ReservePerPlane
+	if q.cfg.Transport == GoBackN {
+		res = 0
+	}
+	rng := q.e.rng
+	if len(q.cfg.EVs) > 0 {
+		if err := q.explicitEVs(mask); err != nil {
+			return err
+		}
+	} else {
+		q.generateEVs(planes, per, res, p)
+	}
+	for i := range q.evs {
+		if q.evs[i].active {
+			q.evs[i].pos = int32(len(q.order))
+			q.order = append(q.order, int32(i))
+		}
+	}
+	q.shuffle()
+	for i := range q.gbnEV {
+		q.gbnEV[i] = -1
+	}
+	for i := range q.evs {
+		if q.evs[i].active && q.gbnEV[q.evs[i].plane] < 0 {
+			q.gbnEV[q.evs[i].plane] = int32(i)
+		}
+	}
+	q.gbnPrimary = planes[rng.IntN(len(planes))]
+	// Reverse set: one unvalidated EV per plane to start with; probes and
+	// data refine it.
+	for _, pl := range planes {
+		t1 := uint8(rng.IntN(256))
+		if p.paths != nil {
+			t1 = uint8(rng.IntN(p.paths.T1Count()))
+		}
+		q.rev[int(pl)*revPerPlane] = revEntry{ev: wire.MakeEV(pl, t1, rng.Uint32()), valid: true}
+	}
+	for _, d := range q.cfg.Deny {
+		q.setEVAdmin(d, true)
+	}
+	q.rx.init(q, remote.StartPSN)
+	q.state = QPReady
+	return nil
+}
+
+// generateEVs draws per active and res reserve EVs on every plane.
+func (q *qp) generateEVs(planes []wire.Plane, per, res int, p *peer) {
+	rng := q.e.rng
+	total := (per + res) * len(planes)
+	q.evs = make([]evEntry, 0, total)
+	q.evIdx = make(map[wire.EV]int32, total)
+	q.order = make([]int32, 0, per*len(planes))
+	for _, pl := range planes {
+		nT1 := 256
+		if p.paths != nil {
+			nT1 = p.paths.T1Count()
+		}
+		// Stratified over T1s from a random offset: equal load per T1.
+		off := rng.IntN(nT1)
+		for k := 0; k < per+res; k++ {
+			var ev wire.EV
+			for {
+				ev = wire.MakeEV(pl, uint8((off+k)%nT1), rng.Uint32())
+				if _, dup := q.evIdx[ev]; !dup {
+					break
+				}
+			}
+			idx := int32(len(q.evs))
+			q.evIdx[ev] = idx
+			q.evs = append(q.evs, evEntry{ev: ev, plane: pl, active: k < per, pos: -1})
+		}
+	}
+}
+
+// explicitEVs installs the configured EV set (EXPLICIT profile).
+func (q *qp) explicitEVs(mask uint32) error {
+	n := len(q.cfg.EVs) + len(q.cfg.Reserve)
+	if len(q.cfg.EVs) > maxNumEVs {
+		return configErr("%d explicit EVs, at most %d", len(q.cfg.EVs), maxNumEVs)
+	}
+	q.evs = make([]evEntry, 0, n)
+	q.evIdx = make(map[wire.EV]int32, n)
+	q.order = make([]int32, 0, len(q.cfg.EVs))
+	for i, ev := range append(append([]wire.EV(nil), q.cfg.EVs...), q.cfg.Reserve...) {
+		if mask&(1<<ev.Plane()) == 0 {
+			return configErr("EV %v names plane %d, which one end lacks", ev, ev.Plane())
+		}
+		if _, dup := q.evIdx[ev]; dup {
+			return configErr("EV %v listed twice", ev)
+		}
+		q.evIdx[ev] = int32(len(q.evs))
+		q.evs = append(q.evs, evEntry{ev: ev, plane: ev.Plane(), active: i < len(q.cfg.EVs), pos: -1})
+	}
+	return nil
+}
+
+func (q *qp) post(wr WR) error {
+	switch wr.Op {
+	case OpWrite, OpWriteImm:
+	default:
+		return fmt.Errorf("%w: got %v", ErrUnsupportedOp, wr.Op)
+	}
+	if q.state != QPReady {
+		return fmt.Errorf("%w: post needs READY, QP %v is %v", ErrQPState, q.qpn, q.state)
+	}
+	if q.msgTail-q.msgHead >= uint64(len(q.msgs)) {
+		return ErrQueueFull
+	}
+	src := wr.Local
+	if src == nil {
+		r, ok := q.e.mem.Region(wr.LKey)
+		if !ok || r.Access&AccessLocalRead == 0 || wr.Addr < r.Base ||
+			wr.Addr-r.Base > uint64(len(r.Buf)) || uint64(wr.Len) > uint64(len(r.Buf))-(wr.Addr-r.Base) {
+			return fmt.Errorf("%w: lkey 0x%x addr 0x%x len %d", ErrLocalAccess, wr.LKey, wr.Addr, wr.Len)
+		}
+		off := wr.Addr - r.Base
+		src = r.Buf[off : off+uint64(wr.Len)]
+	}
+	if len(src) > 1<<31 {
+		return ErrTooLarge
+	}
+	imm := wr.Op == OpWriteImm
+	if imm {
+		lim := q.cfg.MaxWImm
+		if q.remote.MaxWImm > 0 && q.remote.MaxWImm < lim {
+			lim = q.remote.MaxWImm
+		}
+		if q.wimmOut >= lim {
+			return fmt.Errorf("%w (%d in flight, cap %d)", ErrWImmLimit, q.wimmOut, lim)
+		}
+		q.wimmOut++
+		q.rqmsn++
+	}
+	mtu := q.e.cfg.MTU
+	np := (len(src) + mtu - 1) / mtu
+	if np == 0 {
+		np = 1
+	}
+	m := &q.msgs[q.msgTail&uint64(len(q.msgs)-1)]
+	*m = txMsg{wrID: wr.ID, src: src, va: wr.RemoteVA, rkey: wr.RKey, length: uint32(len(src)),
+		imm: wr.Imm, hasImm: imm, msn: q.msn, rqmsn: q.rqmsn, npkts: uint32(np)}
+	q.msn++
+	q.msgTail++
+	return nil
+}
+
+// fail moves the QP to error and flushes its posted WRs.
+func (q *qp) fail(s Status) {
+	if q.state == QPError {
+		return
+	}
+	q.state, q.status = QPError, s
+	e := q.e
+	e.complete(Completion{Kind: CompQPError, Status: s, QPN: q.qpn})
+	first := true
+	for i := q.msgHead; i < q.msgTail; i++ {
+		m := &q.msgs[i&uint64(len(q.msgs)-1)]
+		st := StatusFlushed
+		if first {
+			st = s
+			first = false
+		}
+		e.complete(Completion{Kind: CompSend, Status: st, QPN: q.qpn, WRID: m.wrID})
+		m.src = nil
+	}
+	q.msgHead = q.msgTail
+	q.segMsg = q.msgTail
+	q.release()
+}
+
+// release gives back the destination window this QP holds and drops its
+// timers and retransmissions.
+func (q *qp) release() {
+	if q.peer != nil {
+		for psn := q.sndUna; psn.Before(q.sndNxt); psn = psn.Add(1) {
+			pk := &q.pkts[uint32(psn)&q.wmask]
+			if pk.flags&pktInFlight != 0 {
+				q.peer.cc.inflight -= int(pk.n)
+				pk.flags &^= pktInFlight
+			}
+		}
+	}
+	q.sndUna = q.sndNxt
+	q.rtxN = 0
+	q.timers.reset()
+}
+
+// sendableAt is when a data packet could go out as far as EVs and port room
+// go: now, the time a port with a usable EV frees up, or Never.
+func (q *qp) sendableAt() Time {
+	e := q.e
+	t := Never
+	check := func(pl wire.Plane) bool {
+		if e.portRoom(pl) {
+			return true
+		}
+		t = min(t, e.portBusy[pl]-e.cfg.PortQueue+1)
+		return false
+	}
+	if q.cfg.Transport == GoBackN {
+		idx := q.gbnPick()
+		if idx == -1 {
+			return Never
+		}
+		if idx >= 0 {
+			return e.now
+		}
+		pl := q.gbnPrimary
+		if !q.planeOK(pl) {
+			for p, i := range q.gbnEV {
+				if i >= 0 && q.evs[i].state != EVDenied && q.planeOK(wire.Plane(p)) {
+					pl = wire.Plane(p)
+					break
+				}
+			}
+		}
+		check(pl)
+		return t
+	}
+	for _, idx := range q.order {
+		x := &q.evs[idx]
+		if (x.state == EVGood || x.state == EVSkip) && q.planeOK(x.plane) && check(x.plane) {
+			return e.now
+		}
+	}
+	return t
+}
+
+func (q *qp) snapshot(s *QPSnapshot) {
+	evs, rev := s.EVs[:0], s.ReverseEVs[:0]
+	*s = QPSnapshot{QPN: q.qpn, State: q.state, Status: q.status, Transport: q.cfg.Transport, Peer: q.remote,
+		SRTT: q.srtt, RTTVar: q.rttvar, SndUna: q.sndUna, SndNxt: q.sndNxt, RcvCack: q.rx.cack, Counters: q.stats}
+	if q.peer != nil {
+		s.Cwnd, s.InFlight, s.RemoteUp = int(q.peer.cc.cwnd), q.peer.cc.inflight, q.peer.remoteUp
+	}
+	for i := range q.evs {
+		x := &q.evs[i]
+		evs = append(evs, EVSnapshot{EV: x.ev, Plane: x.plane, State: x.state, Active: x.active, EVCounters: x.c})
+	}
+	for _, r := range q.rev {
+		if r.valid {
+			rev = append(rev, r.ev)
+		}
+	}
+	s.EVs, s.ReverseEVs = evs, rev
+}
+
+// deadline is the earliest time this QP needs Poll.
+func (q *qp) deadline() Time {
+	if q.state != QPReady {
+		return Never
+	}
+	now := q.e.now
+	d := Never
+	if t, ok := q.timers.peek(); ok && t < d {
+		d = t
+	}
+	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
+		d = q.rx.ackDeadline
+	}
+	if q.nBad > 0 && q.nextProbeScan < d {
+		d = q.nextProbeScan
+	}
+	if q.nProbes > 0 {
+		for i := range q.probes {
+			if q.probes[i].used && q.probes[i].deadline < d {
+				d = q.probes[i].deadline
+			}
+		}
+	}
+	if q.wantRevProbe() && q.nextRevProbe < d {
+		d = q.nextRevProbe
+	}
+	if d <= now {
+		return d
+	}
+	if q.hasWork() {
+		if q.peer.cc.canSend(q.e.cfg.MTU) {
+			if t := q.sendableAt(); t < Never {
+				return max(now, min(d, t))
+			}
+			if q.noEVSince != 0 && q.noEVSince+q.cfg.NoEVTimeout < d {
+				d = q.noEVSince + q.cfg.NoEVTimeout
+			}
+		}
+	}
+	return d
+}

@@ -1,0 +1,338 @@
+package mrc
+
+import (
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+const (
+	rxLast = 1 << iota // the PSN ends a message
+	rxImm              // ... a Write-with-Immediate (imm[] holds it)
+)
+
+// rxState is the responder side of a QP: the received-PSN bitmap over the
+// MPR window, per-PSN message-end marks, and the SACK coalescing state.
+type rxState struct {
+	cack    wire.PSN // every PSN up to and including cack has arrived
+	bits    []uint64 // W bits, PSN mod W
+	flags   []uint8  // per PSN slot
+	imm     []uint32
+	rqmsn   []wire.MSN
+	highest wire.PSN
+
+	deliveredRQMSN wire.MSN // RQMSN of the last immediate delivered
+	rcvdBytes      uint32   // cumulative, reported /256 mod 2^24
+	ooo            uint32
+	lastRx         Time
+	everRx         bool
+
+	ackPending  int
+	ackDeadline Time
+	trig        ctrlItem // latest coalesced trigger
+	nakSent     bool     // go-back-N: one NAK per gap
+}
+
+func (r *rxState) init(q *qp, start wire.PSN) {
+	r.cack = start.Add(-1)
+	r.highest = r.cack
+	r.bits = make([]uint64, q.W/64)
+	r.flags = make([]uint8, q.W)
+	r.imm = make([]uint32, q.W)
+	r.rqmsn = make([]wire.MSN, q.W)
+	r.deliveredRQMSN = 0
+}
+
+func (r *rxState) has(psn wire.PSN, mask uint32) bool {
+	i := uint32(psn) & mask
+	return r.bits[i>>6]&(1<<(i&63)) != 0
+}
+
+func (r *rxState) set(psn wire.PSN, mask uint32) {
+	i := uint32(psn) & mask
+	r.bits[i>>6] |= 1 << (i & 63)
+}
+
+func (r *rxState) clear(psn wire.PSN, mask uint32) {
+	i := uint32(psn) & mask
+	r.bits[i>>6] &^= 1 << (i & 63)
+}
+
+// handleData places one data packet. Every check that protects memory comes
+// before the copy: rkey, access, VA inside the region, length inside the
+// region without overflow, payload no longer than the MTU and the DMA length.
+func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
+	r := &q.rx
+	e := q.e
+	now := e.now
+	q.stats.RxData++
+	psn := p.PSN
+	d := psn.Diff(r.cack)
+	trig := ctrlItem{kind: ctrlSACK, q: q, port: port, ev: p.EV, psn: psn, ts: p.TS}
+	if p.ECN == wire.ECNCE {
+		trig.m = wire.MSkipOnce
+	}
+	if d <= 0 || (d <= int32(q.W) && r.has(psn, q.wmask)) {
+		// Duplicate (a retransmission whose original arrived, or a
+		// replay): nothing to place, but the sender needs to hear it.
+		q.stats.RxDup++
+		q.sackNow(trig)
+		return
+	}
+	if d > int32(q.W) {
+		q.stats.PSNOutOfWindow++
+		q.nack(trig, wire.NackPSNOutOfWindow)
+		return
+	}
+	if q.cfg.Transport == GoBackN && d != 1 {
+		// RoCE RC: out of order is a sequence error; drop and NAK once.
+		q.stats.RxOOO++
+		if !r.nakSent {
+			r.nakSent = true
+			e.queueCtrl(ctrlItem{kind: ctrlNAKSeq, q: q, port: port, ev: p.EV, psn: r.cack.Add(1)})
+		}
+		return
+	}
+	if p.Trimmed {
+		q.stats.RxTrimmed++
+		reason := wire.NackTrimmed
+		if p.DSCP == wire.DSCPTrimmedLastHop {
+			reason = wire.NackTrimmedLastHop
+		}
+		q.nack(trig, reason)
+		return
+	}
+	n := len(p.Payload)
+	if n > e.cfg.MTU || uint64(n) > uint64(p.DMALen) {
+		q.stats.BadLen++
+		q.nack(trig, wire.NackUnexpEvent)
+		return
+	}
+	if p.Opcode.HasImm() && uint16(p.RQMSN-r.deliveredRQMSN) > uint16(q.cfg.MaxWImm) {
+		q.stats.WImmRejected++
+		q.nack(trig, wire.NackWImmLimit)
+		return
+	}
+	reg, ok := e.mem.Region(p.RKey)
+	if !ok || reg.Access&AccessRemoteWrite == 0 {
+		q.stats.BadRKey++
+		q.nack(trig, wire.NackUnexpEvent)
+		return
+	}
+	if p.VA < reg.Base || p.VA-reg.Base > uint64(len(reg.Buf)) || uint64(n) > uint64(len(reg.Buf))-(p.VA-reg.Base) {
+		q.stats.BadVA++
+		q.nack(trig, wire.NackUnexpEvent)
+		return
+	}
+	off := p.VA - reg.Base
+	copy(reg.Buf[off:off+uint64(n)], p.Payload)
+
+	r.set(psn, q.wmask)
+	slot := uint32(psn) & q.wmask
+	r.flags[slot] = 0
+	if p.Opcode.IsLast() {
+		r.flags[slot] = rxLast
+		if p.Opcode.HasImm() {
+			r.flags[slot] |= rxImm
+			r.imm[slot], r.rqmsn[slot] = p.Imm, p.RQMSN
+		}
+	}
+	r.rcvdBytes += uint32(n)
+	q.stats.RxBytes += uint64(n)
+	r.lastRx, r.everRx = now, true
+	ooo := d != 1
+	if ooo {
+		q.stats.RxOOO++
+		r.ooo++
+	}
+	newHole := psn.Diff(r.highest) > 1
+	if psn.After(r.highest) {
+		r.highest = psn
+	}
+	if d == 1 {
+		r.nakSent = false
+		q.advance()
+	}
+	// Coalescing policy (docs/engine.md): CE, retransmissions, AckReq and
+	// packets that open a new hole are answered at once; the rest every
+	// AckEvery packets or AckDelay after the first unanswered one.
+	if trig.m != wire.MNone || p.Rtx || p.AckReq || newHole {
+		q.sackNow(trig)
+		return
+	}
+	if r.ackPending == 0 {
+		r.ackDeadline = now + e.cfg.AckDelay
+	}
+	r.ackPending++
+	r.trig = trig
+	if r.ackPending >= e.cfg.AckEvery {
+		q.sackNow(trig)
+	}
+}
+
+// advance moves cack over arrived PSNs, counting completed messages and
+// delivering immediates in order (every earlier message has then landed).
+func (q *qp) advance() {
+	r := &q.rx
+	for {
+		nx := r.cack.Add(1)
+		if !r.has(nx, q.wmask) {
+			return
+		}
+		r.clear(nx, q.wmask)
+		r.cack = nx
+		slot := uint32(nx) & q.wmask
+		if f := r.flags[slot]; f&rxLast != 0 {
+			q.stats.MsgsReceived++
+			if f&rxImm != 0 {
+				r.deliveredRQMSN = r.rqmsn[slot]
+				q.stats.ImmDelivered++
+				q.e.complete(Completion{Kind: CompRecvImm, QPN: q.qpn, Imm: r.imm[slot], RQMSN: r.rqmsn[slot]})
+			}
+			r.flags[slot] = 0
+		}
+	}
+}
+
+func (q *qp) sackNow(trig ctrlItem) {
+	q.rx.ackPending = 0
+	q.e.queueCtrl(trig)
+}
+
+func (q *qp) nack(trig ctrlItem, reason wire.NackReason) {
+	trig.kind, trig.reason = ctrlNACK, reason
+	q.stats.NACKsSent[reason]++
+	q.e.queueCtrl(trig)
+}
+
+// handleProbe answers a PETH with a SACK pr=1 reflecting its EV.
+func (q *qp) handleProbe(port wire.Plane, p *wire.Packet) {
+	q.stats.RxProbe++
+	it := ctrlItem{kind: ctrlProbeResp, q: q, port: port, ev: p.EV, probeID: p.Probe.ProbeID, ts: p.Probe.Timestamp}
+	if p.ECN == wire.ECNCE {
+		it.m = wire.MSkipOnce
+	}
+	q.e.queueCtrl(it)
+}
+
+// pollControl emits a due coalesced SACK and due probes.
+func (q *qp) pollControl(now Time, emit func(wire.Plane, []byte)) {
+	if q.state != QPReady {
+		return
+	}
+	r := &q.rx
+	if r.ackPending > 0 && now >= r.ackDeadline {
+		r.ackPending = 0
+		q.sendSACK(r.trig, emit)
+	}
+	if q.nBad > 0 && now >= q.nextProbeScan {
+		q.probeBad(now, emit)
+	}
+	if q.wantRevProbe() && now >= q.nextRevProbe {
+		q.probeReverse(now, emit)
+	}
+}
+
+func (q *qp) sendSACK(it ctrlItem, emit func(wire.Plane, []byte)) {
+	e := q.e
+	r := &q.rx
+	ev, ok := q.ctrlEV()
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	e.resetTx()
+	pl, ok := e.fillNet(q.peer, ev)
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	t := &e.tx
+	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
+	t.Opcode, t.DestQP, t.PSN = wire.OpSACK, q.remote.QPN, r.cack
+	s := &t.SACK
+	s.M, s.Entropy = it.m, it.ev
+	s.SPDCID, s.DPDCID = uint16(q.qpn), uint16(q.remote.QPN)
+	s.CackPSN = r.cack
+	s.MPR = uint8(q.W / 128)
+	if it.kind == ctrlProbeResp {
+		s.Probe = true
+		s.AckPSNOffset = int16(it.probeID)
+	} else {
+		s.AckPSNOffset = int16(it.psn.Diff(r.cack))
+	}
+	// The bitmap covers the 64 most recent PSNs: it ends at the highest
+	// PSN received (or at the trigger, if that arrived later than 64 behind
+	// it) and never starts before cack+1. Consecutive SACKs overlap, so
+	// every arrival is reported many times and a lost SACK loses nothing.
+	off := int32(1)
+	if it.kind != ctrlProbeResp {
+		end := r.highest.Diff(r.cack)
+		if d := it.psn.Diff(r.cack); d > 0 && d < end-63 {
+			end = d
+		}
+		if end > 64 {
+			off = end - 63
+		}
+	}
+	if q.cfg.Transport == MRC {
+		base := r.cack.Add(int(off))
+		var bm uint64
+		for i := 0; i < 64; i++ {
+			if int(off)+i > q.W {
+				break
+			}
+			if r.has(base.Add(i), q.wmask) {
+				bm |= 1 << i
+			}
+		}
+		s.Bitmap = bm
+	}
+	s.SackOffset = int16(off)
+	s.TSEcho = it.ts
+	s.OOOCount = uint16(r.ooo & 0x7FFF)
+	s.RcvdBytes = r.rcvdBytes >> 8 & 0xFFFFFF
+	q.stats.TxSACK++
+	e.emitFrame(pl, emit)
+}
+
+func (q *qp) sendNACK(it ctrlItem, emit func(wire.Plane, []byte)) {
+	e := q.e
+	ev, ok := q.ctrlEV()
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	e.resetTx()
+	pl, ok := e.fillNet(q.peer, ev)
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	t := &e.tx
+	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
+	t.Opcode, t.DestQP, t.PSN = wire.OpNACK, q.remote.QPN, it.psn
+	t.NACK = wire.NACKFields{Reason: it.reason, Entropy: it.ev, SPDCID: uint16(q.qpn), DPDCID: uint16(q.remote.QPN),
+		NackPSN: it.psn, Timestamp: it.ts}
+	q.stats.TxNACK++
+	e.emitFrame(pl, emit)
+}
+
+func (q *qp) sendNAKSeq(it ctrlItem, emit func(wire.Plane, []byte)) {
+	e := q.e
+	ev, ok := q.ctrlEV()
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	e.resetTx()
+	pl, ok := e.fillNet(q.peer, ev)
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	t := &e.tx
+	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
+	t.Opcode, t.DestQP, t.PSN = wire.OpAck, q.remote.QPN, it.psn
+	t.Syndrome = 0x60 // NAK, PSN sequence error (IBTA)
+	q.stats.TxNACK++
+	e.emitFrame(pl, emit)
+}

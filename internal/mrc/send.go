@@ -1,0 +1,465 @@
+package mrc
+
+import (
+	"math/bits"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+func (q *qp) slot(psn wire.PSN) *txPkt { return &q.pkts[uint32(psn)&q.wmask] }
+
+// inFlightRange reports whether psn is in [sndUna, sndNxt).
+func (q *qp) inFlightRange(psn wire.PSN) bool {
+	return psn.Diff(q.sndUna) >= 0 && psn.Before(q.sndNxt)
+}
+
+func (q *qp) hasWork() bool {
+	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.W)
+}
+
+// rto is the ACK timeout for a transmission that is the tries-th retry.
+func (q *qp) rto(tries uint8) Time {
+	base := q.cfg.AckTimeout
+	if q.srtt > 0 {
+		base = min(max(2*q.srtt+4*q.rttvar, q.cfg.MinRTO), q.cfg.AckTimeout)
+	}
+	if q.cfg.TimeoutMode == TimeoutExponential && tries > 0 {
+		for i := uint8(0); i < tries && base < q.cfg.MaxAckTimeout; i++ {
+			base *= 2
+		}
+		base = min(base, q.cfg.MaxAckTimeout)
+	}
+	return base
+}
+
+// markLost takes a packet out of the inflight count and queues it for
+// retransmission (once).
+func (q *qp) markLost(psn wire.PSN, pk *txPkt) {
+	if pk.flags&pktInFlight != 0 {
+		q.peer.cc.inflight -= int(pk.n)
+		pk.flags &^= pktInFlight
+	}
+	if pk.flags&(pktQueued|pktAcked) == 0 {
+		pk.flags |= pktQueued
+		q.rtxQ[(q.rtxHd+q.rtxN)%len(q.rtxQ)] = psn
+		q.rtxN++
+	}
+}
+
+// trySend sends at most one data packet: a retransmission first, else the
+// next new packet. It reports whether it sent.
+func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
+	if q.state != QPReady {
+		return false
+	}
+	var pk *txPkt
+	var psn wire.PSN
+	rtx := false
+	for q.rtxN > 0 {
+		psn = q.rtxQ[q.rtxHd]
+		p := q.slot(psn)
+		if !q.inFlightRange(psn) || p.flags&pktAcked != 0 {
+			p.flags &^= pktQueued
+			q.rtxHd = (q.rtxHd + 1) % len(q.rtxQ)
+			q.rtxN--
+			continue
+		}
+		pk, rtx = p, true
+		break
+	}
+	mtu := q.e.cfg.MTU
+	var m *txMsg
+	n := 0
+	if rtx {
+		n = int(pk.n)
+		m = &q.msgs[pk.msg&uint64(len(q.msgs)-1)]
+	} else {
+		if q.segMsg >= q.msgTail || int(q.sndNxt.Diff(q.sndUna)) >= q.W {
+			return false
+		}
+		m = &q.msgs[q.segMsg&uint64(len(q.msgs)-1)]
+		n = min(mtu, int(m.length)-int(m.assigned)*mtu)
+	}
+	if !q.peer.cc.canSend(n) {
+		return false
+	}
+	var idx int32
+	if q.cfg.Transport == GoBackN {
+		idx = q.gbnPick()
+	} else {
+		avoid := int32(-1)
+		if rtx {
+			avoid = pk.ev
+		}
+		idx = q.pickEV(avoid)
+	}
+	if idx == -2 || (idx < 0 && q.anyUsableEV()) {
+		// Ports busy (or the only EV's port): wait for room, not an EV stall.
+		return false
+	}
+	if idx < 0 {
+		q.stats.NoEVStalls++
+		if q.noEVSince == 0 {
+			q.noEVSince = now
+		} else if now-q.noEVSince >= q.cfg.NoEVTimeout {
+			q.fail(StatusNoPath)
+		}
+		return false
+	}
+	q.noEVSince = 0
+	if rtx {
+		pk.flags &^= pktQueued
+		q.rtxHd = (q.rtxHd + 1) % len(q.rtxQ)
+		q.rtxN--
+		if pk.tries < 255 {
+			pk.tries++
+		}
+		q.stats.TxRtx++
+	} else {
+		if m.assigned == 0 {
+			m.firstPSN = q.sndNxt
+		}
+		psn = q.sndNxt
+		q.sndNxt = q.sndNxt.Add(1)
+		pk = q.slot(psn)
+		*pk = txPkt{msg: q.segMsg, off: m.assigned * uint32(mtu), n: uint32(n)}
+		m.assigned++
+		if m.assigned == m.npkts {
+			q.segMsg++
+		}
+	}
+	x := &q.evs[idx]
+	e := q.e
+	e.resetTx()
+	pl, ok := e.fillNet(q.peer, x.ev)
+	if !ok {
+		e.stats.TxNoRoute++
+		q.markLost(psn, pk)
+		return false
+	}
+	t := &e.tx
+	t.DSCP, t.ECN = wire.DSCPTrimmable, wire.ECNECT0
+	if rtx {
+		t.DSCP, t.Rtx = wire.DSCPTrimmableRetx, true
+	}
+	idxInMsg := pk.off / uint32(mtu)
+	first, last := idxInMsg == 0, idxInMsg+1 == m.npkts
+	switch {
+	case first && last && m.hasImm:
+		t.Opcode = wire.OpWriteOnlyImm
+	case first && last:
+		t.Opcode = wire.OpWriteOnly
+	case first:
+		t.Opcode = wire.OpWriteFirst
+	case last && m.hasImm:
+		t.Opcode = wire.OpWriteLastImm
+	case last:
+		t.Opcode = wire.OpWriteLast
+	default:
+		t.Opcode = wire.OpWriteMiddle
+	}
+	// AckReq on a message's last packet and on retransmissions: the
+	// receiver answers at once, which completes messages and repairs holes
+	// without waiting for the coalescing timer.
+	t.AckReq = last || rtx
+	t.DestQP, t.PSN = q.remote.QPN, psn
+	t.MSN, t.RQMSN = m.msn, m.rqmsn
+	ts := ts16(now)
+	t.HasTS, t.TS, t.FType = true, ts, wire.FTypeTimestamp
+	t.VA, t.RKey, t.DMALen = m.va+uint64(pk.off), m.rkey, m.length
+	t.Imm = m.imm
+	t.Payload = m.src[pk.off : pk.off+pk.n]
+
+	q.txSeq++
+	pk.ev, pk.sentAt, pk.seq, pk.ts = idx, now, q.txSeq, ts
+	pk.flags |= pktInFlight | pktSent
+	q.peer.cc.inflight += n
+	x.c.Sent++
+	q.stats.TxData++
+	q.stats.TxBytes += uint64(n)
+	q.lastSend = now
+	q.timers.push(timerEnt{at: now + q.rto(pk.tries), psn: psn, seq: q.txSeq})
+	e.emitFrame(pl, emit)
+	return true
+}
+
+// runTimers handles expired ACK timers and probe timeouts.
+func (q *qp) runTimers(now Time) {
+	if q.state != QPReady {
+		return
+	}
+	for {
+		at, ok := q.timers.peek()
+		if !ok || at > now {
+			break
+		}
+		ent := q.timers.pop()
+		if !q.inFlightRange(ent.psn) {
+			continue
+		}
+		pk := q.slot(ent.psn)
+		if pk.seq != ent.seq || pk.flags&pktInFlight == 0 {
+			continue
+		}
+		q.stats.Timeouts++
+		q.stats.Retries++
+		if pk.ev >= 0 {
+			q.evs[pk.ev].c.Timeouts++
+		}
+		q.pathFailed(pk.ev)
+		if q.cfg.Transport == GoBackN {
+			q.goBack(q.sndUna)
+		} else {
+			q.markLost(ent.psn, pk)
+		}
+		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
+			q.fail(StatusRetryExceeded)
+			return
+		}
+	}
+	if q.nProbes > 0 {
+		for i := range q.probes {
+			pr := &q.probes[i]
+			if pr.used && pr.deadline <= now {
+				q.probeFailed(pr)
+			}
+		}
+	}
+}
+
+// goBack (go-back-N) resends everything from psn on.
+func (q *qp) goBack(from wire.PSN) {
+	for psn := from; psn.Before(q.sndNxt); psn = psn.Add(1) {
+		pk := q.slot(psn)
+		if pk.flags&pktAcked == 0 {
+			q.markLost(psn, pk)
+		}
+	}
+}
+
+// ackPkt marks psn acknowledged; it returns the bytes newly acknowledged and
+// raises *rack to the packet's send time.
+func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
+	pk := q.slot(psn)
+	if pk.flags&pktAcked != 0 || pk.flags&pktSent == 0 {
+		return 0
+	}
+	pk.flags |= pktAcked
+	if pk.flags&pktInFlight != 0 {
+		q.peer.cc.inflight -= int(pk.n)
+		pk.flags &^= pktInFlight
+	}
+	if pk.ev >= 0 {
+		q.evs[pk.ev].c.Acked++
+	}
+	if pk.sentAt > *rack {
+		*rack = pk.sentAt
+	}
+	return int(pk.n)
+}
+
+// handleSACK applies a SACK (or a probe answer, pr=1).
+func (q *qp) handleSACK(p *wire.Packet) {
+	s := &p.SACK
+	now := q.e.now
+	q.stats.RxSACK++
+	var rack Time
+	newly := 0
+	cack := s.CackPSN
+	if cack.Diff(q.sndUna) >= -1 && cack.Before(q.sndNxt) {
+		for psn := q.sndUna; !psn.After(cack); psn = psn.Add(1) {
+			newly += q.ackPkt(psn, &rack)
+		}
+	}
+	if s.Bitmap != 0 && q.cfg.Transport == MRC {
+		base := cack.Add(int(s.SackOffset))
+		for bm := s.Bitmap; bm != 0; bm &= bm - 1 {
+			psn := base.Add(bits.TrailingZeros64(bm))
+			if q.inFlightRange(psn) {
+				newly += q.ackPkt(psn, &rack)
+			}
+		}
+	}
+	ecn := s.M == wire.MSkipOnce
+	var rtt Time
+	if s.Probe {
+		rtt = q.probeAnswered(uint16(s.AckPSNOffset), s.Entropy, s.M)
+	} else {
+		if idx := q.evFromWire(s.Entropy); idx >= 0 && q.cfg.Transport == MRC {
+			switch s.M {
+			case wire.MSkipOnce:
+				q.evs[idx].c.ECN++
+				if q.evs[idx].state == EVGood {
+					q.setState(idx, EVSkip)
+				}
+			case wire.MAlwaysSkip:
+				q.pathFailed(idx)
+			}
+		}
+		rtt = q.rttSample(cack.Add(int(s.AckPSNOffset)), s.TSEcho)
+	}
+	for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
+		q.sndUna = q.sndUna.Add(1)
+	}
+	q.completeMsgs()
+	q.peer.cc.onAck(now, newly, ecn, rtt, q.srtt)
+	if rack > 0 && q.cfg.Transport == MRC {
+		q.detectLoss(rack)
+	}
+}
+
+// rttSample measures the RTT of the packet that triggered a SACK: from the
+// TSETH echo (1.024 µs units), refined to the exact send time when the echo
+// matches the recorded transmission of that PSN.
+func (q *qp) rttSample(trig wire.PSN, echo uint16) Time {
+	now := q.e.now
+	var rtt Time
+	if trig.Before(q.sndNxt) && int(q.sndNxt.Diff(trig)) <= q.W {
+		if pk := q.slot(trig); pk.flags&pktSent != 0 && pk.ts == echo {
+			rtt = now - pk.sentAt
+		}
+	}
+	if rtt == 0 {
+		rtt = Time(uint16(ts16(now)-echo)) << 10
+	}
+	if rtt <= 0 || rtt > Second {
+		return 0
+	}
+	q.updateRTT(rtt)
+	return rtt
+}
+
+func (q *qp) updateRTT(rtt Time) {
+	if q.srtt == 0 {
+		q.srtt, q.rttvar = rtt, rtt/2
+	} else {
+		d := q.srtt - rtt
+		if d < 0 {
+			d = -d
+		}
+		q.rttvar = (3*q.rttvar + d) / 4
+		q.srtt = (7*q.srtt + rtt) / 8
+	}
+	q.peer.srtt = q.srtt
+}
+
+func (q *qp) reorderWindow() Time {
+	if q.cfg.ReorderWindow > 0 {
+		return q.cfg.ReorderWindow
+	}
+	return max(q.srtt/2+4*q.rttvar, minReorder)
+}
+
+// detectLoss declares lost every in-flight packet sent more than the reorder
+// window before the latest acknowledged one (RACK-style: a hole alone is not
+// evidence, a later packet overtaking it by that much is).
+func (q *qp) detectLoss(rack Time) {
+	if rack > q.rackSentAt {
+		q.rackSentAt = rack
+	}
+	reo := q.reorderWindow()
+	for psn := q.sndUna; psn.Before(q.sndNxt); psn = psn.Add(1) {
+		pk := q.slot(psn)
+		if pk.flags&pktInFlight == 0 {
+			continue
+		}
+		if pk.sentAt+reo < q.rackSentAt {
+			q.stats.Losses++
+			if pk.ev >= 0 {
+				q.evs[pk.ev].c.Losses++
+			}
+			q.pathFailed(pk.ev)
+			q.markLost(psn, pk)
+		} else if pk.tries == 0 {
+			// First transmissions go out in PSN order: none later is older.
+			break
+		}
+	}
+}
+
+// completeMsgs completes, in order, every message whose packets are all
+// acknowledged.
+func (q *qp) completeMsgs() {
+	for q.msgHead < q.segMsg {
+		m := &q.msgs[q.msgHead&uint64(len(q.msgs)-1)]
+		last := m.firstPSN.Add(int(m.npkts) - 1)
+		if !last.Before(q.sndUna) {
+			return
+		}
+		q.e.complete(Completion{Kind: CompSend, QPN: q.qpn, WRID: m.wrID, Len: m.length})
+		if m.hasImm {
+			q.wimmOut--
+		}
+		m.src = nil
+		q.msgHead++
+		q.stats.MsgsSent++
+	}
+}
+
+// handleNACK applies a NETH.
+func (q *qp) handleNACK(p *wire.Packet) {
+	n := &p.NACK
+	q.stats.RxNACK++
+	q.stats.NACKsRcvd[n.Reason]++
+	switch n.Reason {
+	case wire.NackUnexpEvent:
+		q.fail(StatusRemoteAccess)
+		return
+	case wire.NackWImmLimit:
+		q.fail(StatusWImmLimit)
+		return
+	}
+	psn := n.NackPSN
+	if !q.inFlightRange(psn) {
+		return
+	}
+	pk := q.slot(psn)
+	if pk.flags&pktAcked != 0 || pk.ts != n.Timestamp {
+		return // stale: about an earlier transmission
+	}
+	idx := q.evFromWire(n.Entropy)
+	switch n.Reason {
+	case wire.NackTrimmed:
+		if idx >= 0 {
+			q.evs[idx].c.Trims++
+			if q.evs[idx].state == EVGood && q.cfg.Transport == MRC {
+				q.setState(idx, EVSkip)
+			}
+		}
+		q.peer.cc.onTrim(q.e.now, q.srtt)
+	case wire.NackTrimmedLastHop:
+		if idx >= 0 {
+			q.evs[idx].c.TrimsLastHop++
+		}
+		q.peer.cc.onTrim(q.e.now, q.srtt)
+	default:
+		q.stats.Retries++
+	}
+	if q.cfg.Transport == GoBackN {
+		q.goBack(psn)
+		return
+	}
+	q.markLost(psn, pk)
+}
+
+// handleAETH handles the go-back-N NAK (sequence error): everything before
+// the PSN arrived, everything from it on is resent.
+func (q *qp) handleAETH(p *wire.Packet) {
+	if q.cfg.Transport != GoBackN || p.Syndrome&0xE0 != 0x60 {
+		return
+	}
+	q.stats.RxNACK++
+	psn := p.PSN
+	if !q.inFlightRange(psn) {
+		return
+	}
+	var rack Time
+	for x := q.sndUna; x.Before(psn); x = x.Add(1) {
+		q.ackPkt(x, &rack)
+	}
+	for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
+		q.sndUna = q.sndUna.Add(1)
+	}
+	q.completeMsgs()
+	q.goBack(psn)
+}

@@ -1,0 +1,85 @@
+package mrc
+
+import "github.com/softmrc/softmrc/internal/wire"
+
+// EVCounters are the per-EV counters of one QP.
+type EVCounters struct {
+	Sent         uint64 // data packets sent on the EV (first transmissions and retransmissions)
+	Acked        uint64 // of those, acknowledged
+	ECN          uint64 // SACKs reflecting the EV with M=SKIP_ONCE (CE on the forward path)
+	Trims        uint64 // NACK TRIMMED
+	TrimsLastHop uint64 // NACK TRIMMED_LASTHOP
+	Losses       uint64 // untrimmed losses detected from SACK holes
+	Timeouts     uint64 // per-packet ACK timeouts
+	Probes       uint64 // probes sent on the EV
+	ProbesOK     uint64 // probes answered
+	// Transitions[from][to] counts every state change.
+	Transitions [numEVStates][numEVStates]uint64
+}
+
+// EVSnapshot is one EV as seen by Snapshot.
+type EVSnapshot struct {
+	EV     wire.EV
+	Plane  wire.Plane
+	State  EVState
+	Active bool // in the rotation (false: reserve)
+	EVCounters
+}
+
+// QPCounters are the per-QP counters.
+type QPCounters struct {
+	TxData, TxRtx, TxBytes   uint64
+	TxSACK, TxNACK, TxProbe  uint64
+	RxData, RxBytes, RxDup   uint64
+	RxOOO, RxTrimmed         uint64
+	RxSACK, RxNACK, RxProbe  uint64
+	NACKsSent, NACKsRcvd     [256]uint64 // by reason
+	Timeouts, Losses         uint64
+	Retries                  uint64
+	MsgsSent, MsgsReceived   uint64
+	ImmDelivered             uint64
+	BadRKey, BadVA, BadLen   uint64
+	PSNOutOfWindow           uint64
+	WImmRejected             uint64
+	NoEVStalls               uint64 // send attempts with no usable EV
+	ReverseProbes, RevProbOK uint64
+	PortStatusRcvd           uint64
+	EVTransitions            [numEVStates][numEVStates]uint64 // sum over the QP's EVs
+}
+
+// QPSnapshot is a copy of a QP's state for tools (mrcctl) and tests.
+type QPSnapshot struct {
+	QPN        wire.QPN
+	State      QPState
+	Status     Status // why it is in error
+	Transport  Transport
+	Peer       QPInfo
+	SRTT       Time
+	RTTVar     Time
+	Cwnd       int // bytes, of the QP's destination
+	InFlight   int // bytes, of the QP's destination
+	SndUna     wire.PSN
+	SndNxt     wire.PSN
+	RcvCack    wire.PSN
+	RemoteUp   uint32 // peer's port-status mask
+	Counters   QPCounters
+	EVs        []EVSnapshot // appended to the caller's slice
+	ReverseEVs []wire.EV
+}
+
+// EngineCounters are node-wide counters (mostly drops of frames that never
+// reached a QP).
+type EngineCounters struct {
+	RxFrames, TxFrames uint64
+	RxDecodeErr        uint64 // malformed or truncated frames
+	RxBadICRC          uint64
+	RxUnknownQP        uint64
+	RxNotReady         uint64 // QP not connected or in error
+	RxPortDown         uint64 // frames handed in on a port that is down
+	RxEndpoint         uint64
+	RxNoPeer           uint64 // endpoint op from an unknown address
+	CtrlDropped        uint64 // control queue overflow
+	TxNoRoute          uint64 // no path for a control packet
+	PortStatusSent     uint64
+	CQOverflow         uint64
+}
