@@ -14,8 +14,9 @@
 #define SW_MAX_GROUPS 256
 #define SW_MAX_GROUP_MEMBERS 16
 #define SW_MAX_ROUTES 4096
-#define SW_MAX_OWN_SIDS 16
+#define SW_MAX_OWN_SIDS 16 /* policy limit, enforced by user space; own_sids holds any number */
 #define SW_MAX_LOCAL_ADDRS 64
+#define SW_USID_SPACE 65536 /* 16-bit CSIDs: entries of the own-uSID table */
 
 /*
  * Bound on uN executions per packet: a 128-bit F3216 container holds at most
@@ -37,7 +38,7 @@
 #define SW_NH_PORT 0
 #define SW_NH_GROUP 1
 
-/* Own-SID kinds (value of own_sids). */
+/* Own-SID kinds (entries of own_sids; 0 = not an own SID). */
 #define SW_SID_UN 1
 
 /* DSCP classes (6-bit), docs/conventions.md. */

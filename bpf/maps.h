@@ -21,13 +21,12 @@ struct {
 	__type(value, struct sw_config);
 } config SEC(".maps");
 
-/* The node's own SIDs (uN /block+16), value SW_SID_*. */
+/* The node's own uSIDs in config.block (key 0): kind by uSID. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SW_MAX_OWN_SIDS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct sw_lpm_key);
-	__type(value, __u32);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sw_usid_table);
 } own_sids SEC(".maps");
 
 /* Destinations handed to the kernel (the switch's own addresses). */

@@ -24,6 +24,16 @@ struct sw_config {
 	__u32 mode;       /* SW_MODE_* */
 	__u32 hang;       /* non-zero: data plane hung, nothing is forwarded */
 	__u32 pad;
+	__u8 block[16];   /* uSID block, network order; bits past block_bits zero */
+};
+
+/*
+ * The node's own uSIDs in the configured block: kind[uSID] is SW_SID_* or 0.
+ * One array lookup (inlined by the verifier) and one byte load replace an LPM
+ * trie walk per uN iteration.
+ */
+struct sw_usid_table {
+	__u8 kind[SW_USID_SPACE];
 };
 
 /* FIB value. */

@@ -115,15 +115,32 @@ static __always_inline int fault_loses(const struct sw_fault *f)
 	return f->loss_thresh && bpf_get_prandom_u32() < f->loss_thresh;
 }
 
-static __always_inline int is_local_da(const struct ipv6hdr *ip6)
+/* Multicast (incl. NDP) and link-local destinations always go to the kernel. */
+static __always_inline int is_link_scope_da(const struct ipv6hdr *ip6)
 {
 	const __u8 *d = ip6->daddr.in6_u.u6_addr8;
 
 	if (d[0] == 0xff)                        /* multicast, incl. NDP */
 		return 1;
-	if (d[0] == 0xfe && (d[1] & 0xc0) == 0x80) /* fe80::/10 */
-		return 1;
+	return d[0] == 0xfe && (d[1] & 0xc0) == 0x80; /* fe80::/10 */
+}
+
+/*
+ * is_local_addr: the destination is one of the switch's own addresses. A hash
+ * lookup, so it is asked only where the answer matters: never for a frame
+ * whose destination is an own uN with a non-zero argument (a uSID container
+ * passing through), which is the common case of a fabric switch.
+ */
+static __always_inline int is_local_addr(const struct ipv6hdr *ip6)
+{
 	return bpf_map_lookup_elem(&local_addrs, &ip6->daddr) != NULL;
+}
+
+/* drop_unless_local: frames for the switch itself pass even when the data plane drops. */
+static __always_inline int drop_unless_local(__u32 port, const struct ipv6hdr *ip6,
+					     enum sw_reason r)
+{
+	return verdict(port, is_local_addr(ip6) ? R_PASS : r);
 }
 
 /* flow_sport returns the UDP source port of the outer or encapsulated UDP header (0 if none). */
@@ -220,36 +237,39 @@ int xdp_switch(struct xdp_md *ctx)
 	if ((__u32)bpf_ntohs(ip6->payload_len) + sizeof(struct ipv6hdr) >
 	    len - sizeof(struct ethhdr))
 		return verdict(in_port, R_DROP_MALFORMED);
-	if (is_local_da(ip6))
+	if (is_link_scope_da(ip6))
 		return verdict(in_port, R_PASS);
 
 	struct sw_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
-		return verdict(in_port, R_DROP_NO_ROUTE);
+		return drop_unless_local(in_port, ip6, R_DROP_NO_ROUTE);
+	/* A hung or faulty switch still lets its control plane answer. */
 	if (cfg->hang)
-		return verdict(in_port, R_DROP_FAULT);
+		return drop_unless_local(in_port, ip6, R_DROP_FAULT);
 	if (in_port != SW_UNMAPPED_PORT) {
 		struct sw_fault *f = bpf_map_lookup_elem(&faults, &in_port);
 		if (f && fault_blocks(f))
-			return verdict(in_port, R_DROP_FAULT);
+			return drop_unless_local(in_port, ip6, R_DROP_FAULT);
 	}
 
 	/* uN processing (RFC 9800 End with NEXT-CSID), bounded. */
 	int executed = 0;
 	if (cfg->mode == SW_MODE_SRV6) {
 		__u32 bw = cfg->block_bits / 16;
-		struct sw_lpm_key k;
+		struct sw_usid_table *own = bpf_map_lookup_elem(&own_sids, &zero);
 		int done = 0;
 
+		if (!own)
+			return verdict(in_port, R_DROP_NO_ROUTE);
 		for (int i = 0; i < SW_MAX_USID_SHIFTS + 1; i++) {
-			lpm_key_from_da(&k, ip6);
-			__u32 *sid = bpf_map_lookup_elem(&own_sids, &k);
-			if (!sid || *sid != SW_SID_UN) {
+			if (own_usid_kind(own, cfg, ip6, bw) != SW_SID_UN) {
 				done = 1;
 				break;
 			}
+			/* End of container: e.g. block:uSID:: may be a local address. */
 			if (usid_arg_is_zero(ip6, bw))
-				return verdict(in_port, R_DROP_EOC);
+				return executed ? verdict(in_port, R_DROP_EOC) :
+						  drop_unless_local(in_port, ip6, R_DROP_EOC);
 			if (ip6->hop_limit <= 1)
 				return verdict(in_port, R_DROP_HOP_LIMIT);
 			usid_shift(ip6, bw);
@@ -261,6 +281,8 @@ int xdp_switch(struct xdp_md *ctx)
 			return verdict(in_port, R_DROP_MALFORMED);
 	}
 	if (!executed) {
+		if (is_local_addr(ip6))
+			return verdict(in_port, R_PASS);
 		if (ip6->hop_limit <= 1)
 			return verdict(in_port, R_DROP_HOP_LIMIT);
 		ip6->hop_limit--;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 //
-// testgen: a traffic generator for the switch benchmarks. Run in
+// testgen: a traffic generator and a receiver for the switch benchmarks. Run in
 // BPF_PROG_RUN live-frames mode, it sends every frame unchanged out of the
 // interface in devmap slot 0, after restoring its first GEN_HDR_LEN bytes
 // (Ethernet + outer IPv6) from gen_hdr. Live-frames mode recycles pages with
@@ -46,4 +46,27 @@ int xdp_gen(struct xdp_md *ctx)
 		return XDP_DROP;
 	__builtin_memcpy(data, h->b, GEN_HDR_LEN);
 	return bpf_redirect_map(&gen_tx, 0, XDP_DROP);
+}
+
+/*
+ * xdp_sink is the benchmark's receiver: it counts and drops every frame, at
+ * the lowest cost an XDP program can have, so that the CPU it shares with the
+ * generator is spent on offering traffic.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_count SEC(".maps");
+
+SEC("xdp")
+int xdp_sink(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&sink_count, &zero);
+
+	if (n)
+		(*n)++;
+	return XDP_DROP;
 }

@@ -275,7 +275,6 @@ func detachOffline(cfg *config.Config, stdout io.Writer, dialErr error) error {
 	if err := d.Destroy(); err != nil {
 		return fmt.Errorf("remove pins in %s: %w", cfg.PinDir, err)
 	}
-	os.Remove(strings.TrimSuffix(cfg.Control, ".sock") + ".state.json")
 	fmt.Fprintf(stdout, "daemon not running; removed the pinned switch in %s\n", cfg.PinDir)
 	return nil
 }

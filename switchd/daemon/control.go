@@ -188,15 +188,23 @@ func (d *Daemon) stats() (*ctl.Stats, error) {
 	if d.plane == nil {
 		return nil, errors.New("not ready: the data plane is not loaded yet")
 	}
-	st := &ctl.Stats{Switch: d.cfg.Name, Mode: string(d.cfg.Mode), Hang: d.hang, Adopted: d.adopted, Started: d.started}
+	hang, err := d.plane.Hang()
+	if err != nil {
+		return nil, fmt.Errorf("hang state: %w", err)
+	}
+	st := &ctl.Stats{Switch: d.cfg.Name, Mode: string(d.cfg.Mode), Hang: hang, Adopted: d.adopted, Started: d.started}
 	for i, p := range d.cfg.Ports {
 		c, err := d.plane.Counters(dataplane.PortID(i))
 		if err != nil {
 			return nil, fmt.Errorf("counters of %s: %w", p.Name, err)
 		}
+		f, err := d.plane.Fault(dataplane.PortID(i))
+		if err != nil {
+			return nil, fmt.Errorf("fault of %s: %w", p.Name, err)
+		}
 		ps := ctl.PortStats{
 			Name: p.Name, Interface: p.Interface, Index: i, Role: string(p.Role),
-			Fault: d.faults[i], Counters: ctlCounters(c),
+			Fault: ctlFault(f), Counters: ctlCounters(c),
 		}
 		if l, err := d.links.Lookup(p.Interface); err == nil {
 			ps.Attach = l.XDP

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/softmrc/softmrc/switchd/config"
-	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/switchd/dataplane"
 )
 
@@ -28,9 +26,6 @@ type Options struct {
 	Links Links
 	// AttachMode for the switch program; zero value: native, else generic.
 	AttachMode dataplane.AttachMode
-	// StatePath keeps injected faults across restarts; default: the control
-	// socket path with ".sock" replaced by ".state.json".
-	StatePath string
 	// AnyPinDir skips the check that PinDir is on bpffs (for tests with a
 	// fake Backend).
 	AnyPinDir bool
@@ -43,7 +38,6 @@ type Daemon struct {
 	be        Backend
 	links     Links
 	mode      dataplane.AttachMode
-	statePath string
 	anyPinDir bool
 
 	mu          sync.Mutex
@@ -52,8 +46,6 @@ type Daemon struct {
 	adopted     bool
 	started     time.Time
 	ports       []Link // resolved interfaces, by port index
-	faults      []ctl.FaultState
-	hang        bool
 	metricsAddr string
 	detached    chan struct{}
 	closeOnce   sync.Once
@@ -77,9 +69,7 @@ func New(opts Options) (*Daemon, error) {
 		be:        opts.Backend,
 		links:     opts.Links,
 		mode:      opts.AttachMode,
-		statePath: opts.StatePath,
 		anyPinDir: opts.AnyPinDir,
-		faults:    make([]ctl.FaultState, len(cfg.Ports)),
 		detached:  make(chan struct{}),
 	}
 	if d.log == nil {
@@ -91,9 +81,6 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if d.links == nil {
 		d.links = Netlink{}
-	}
-	if d.statePath == "" {
-		d.statePath = strings.TrimSuffix(cfg.Control, ".sock") + ".state.json"
 	}
 	return d, nil
 }
@@ -221,16 +208,25 @@ func (d *Daemon) setup() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.plane, d.adopted, d.ports = plane, adopted, ports
+	// Faults live only in the pinned faults map. Read them before program()
+	// rewrites the port slots, keyed by interface, so that a fault follows
+	// its interface when the config reorders ports.
+	var faults map[int]dataplane.Fault
 	if adopted {
-		d.loadState()
+		for _, a := range plane.StaleLinks() {
+			d.log.Warn("dropped pinned link whose interface is gone", "ifindex", a.Ifindex, "program", a.Kind.String())
+		}
+		var err error
+		if faults, err = d.pinnedFaults(); err != nil {
+			return err
+		}
 	}
-	if err := d.program(); err != nil {
+	if err := d.program(faults); err != nil {
 		return err
 	}
 	if err := d.attach(); err != nil {
 		return err
 	}
-	d.saveState()
 	d.ready = true
 	return nil
 }
@@ -273,9 +269,33 @@ func dpMode(m config.Mode) dataplane.Mode {
 	return dataplane.ModeSRv6
 }
 
+// pinnedFaults reads the faults of every configured port slot of an adopted
+// data plane, by the slot's interface index.
+func (d *Daemon) pinnedFaults() (map[int]dataplane.Fault, error) {
+	out := map[int]dataplane.Fault{}
+	for i := dataplane.PortID(0); i < dataplane.MaxPorts; i++ {
+		p, ok, err := d.plane.Port(i)
+		if err != nil {
+			return nil, fmt.Errorf("read back port slot %d: %w", i, err)
+		}
+		if !ok {
+			continue
+		}
+		f, err := d.plane.Fault(i)
+		if err != nil {
+			return nil, fmt.Errorf("read back fault of port slot %d: %w", i, err)
+		}
+		if f != (dataplane.Fault{}) {
+			out[p.Ifindex] = f
+		}
+	}
+	return out, nil
+}
+
 // program writes the config into the maps. It is idempotent: on adoption it
 // rewrites identical values (no gap) and removes what the config dropped.
-func (d *Daemon) program() error {
+// faults are the adopted faults by ifindex (nil for a fresh data plane).
+func (d *Daemon) program(faults map[int]dataplane.Fault) error {
 	c, pl := d.cfg, d.plane
 	sc := dataplane.SwitchConfig{BlockBits: c.Block.Bits(), Block: c.Block, Mode: dpMode(c.Mode)}
 	if !c.Block.IsValid() {
@@ -365,32 +385,48 @@ func (d *Daemon) program() error {
 			}
 		}
 	}
-	// Faults: a fresh data plane starts healthy; an adopted one gets back
-	// what the state file recorded.
+	// Faults: a fresh data plane starts healthy; an adopted one keeps what
+	// its maps hold (an unchanged flap keeps its phase). The hang flag is
+	// left alone: SetSwitchConfig keeps it and a fresh one starts clear.
 	for i := range c.Ports {
-		if err := pl.SetFault(dataplane.PortID(i), dpFault(d.faults[i])); err != nil {
+		f := faults[d.ports[i].Index]
+		if err := pl.SetFault(dataplane.PortID(i), f); err != nil {
 			return fmt.Errorf("program fault of ports[%d] (%s): %w", i, c.Ports[i].Name, err)
 		}
-		if !d.faults[i].Down && !d.ports[i].Up {
+		if !f.Down && !d.ports[i].Up {
 			if err := d.links.SetUp(c.Ports[i].Interface, true); err != nil {
 				return fmt.Errorf("ports[%d] (%s): %w", i, c.Ports[i].Name, err)
 			}
 		}
 	}
-	if err := pl.SetHang(d.hang); err != nil {
-		return fmt.Errorf("program hang state: %w", err)
-	}
 	return nil
 }
 
 // attach puts the switch program on every port and the XDP_PASS program on
-// veth peers in this namespace; links the config no longer wants go away.
+// veth peers in this namespace; links the config no longer wants (switch or
+// pass) go away.
 func (d *Daemon) attach() error {
-	have := map[int]bool{}
-	for _, ifx := range d.plane.Attached() {
-		have[ifx] = true
+	sw := func(ifx int) dataplane.Attachment {
+		return dataplane.Attachment{Ifindex: ifx, Kind: dataplane.LinkSwitch}
 	}
-	wanted := map[int]bool{}
+	pass := func(ifx int) dataplane.Attachment {
+		return dataplane.Attachment{Ifindex: ifx, Kind: dataplane.LinkPass}
+	}
+	have := map[dataplane.Attachment]bool{}
+	for _, a := range d.plane.Attached() {
+		have[a] = true
+	}
+	// detach removes our link(s) on ifx before the interface changes role
+	// (an interface holds one XDP program).
+	detach := func(ifx int, why string) error {
+		if err := d.plane.Detach(ifx); err != nil {
+			return fmt.Errorf("detach %s link on ifindex %d: %w", why, ifx, err)
+		}
+		delete(have, sw(ifx))
+		delete(have, pass(ifx))
+		return nil
+	}
+	wanted := map[dataplane.Attachment]bool{}
 	isPort := map[int]bool{}
 	for _, l := range d.ports {
 		isPort[l.Index] = true
@@ -402,33 +438,45 @@ func (d *Daemon) attach() error {
 		switch {
 		case l.Peer != 0 && isPort[l.Peer]:
 			// Both ends are ports of this switch: the switch program is there.
-		case l.Peer != 0 && have[l.Peer]:
-			wanted[l.Peer] = true
-		case l.Peer != 0 && l.PeerHasXDP:
+		case l.Peer != 0 && have[pass(l.Peer)]:
+			wanted[pass(l.Peer)] = true
+		case l.Peer != 0 && l.PeerHasXDP && !have[sw(l.Peer)]:
 			d.log.Debug("veth peer already runs XDP", "port", p.Name, "peer", l.PeerName)
 		case l.Peer != 0:
+			if have[sw(l.Peer)] {
+				// The peer was a port of ours and is not any more.
+				if err := detach(l.Peer, "former port"); err != nil {
+					return err
+				}
+			}
 			if err := d.plane.AttachPass(l.Peer); err != nil {
 				return fmt.Errorf("attach XDP_PASS to %s (veth peer of ports[%d] %s): %w", l.PeerName, i, p.Name, err)
 			}
-			wanted[l.Peer] = true
+			wanted[pass(l.Peer)] = true
 			d.log.Info("attached XDP_PASS to veth peer", "port", p.Name, "peer", l.PeerName)
 		case l.PeerNetNS:
 			d.log.Debug("veth peer is in another namespace; its owner must run XDP or enable GRO there", "port", p.Name)
 		}
 	}
 	for i, l := range d.ports {
-		wanted[l.Index] = true
-		if have[l.Index] && l.XDP == "" {
-			// An adopted link whose interface shows no XDP program: its
-			// device is gone (the namespace was rebuilt and the ifindex
-			// reused). Replace it.
-			d.log.Warn("adopted link is not attached any more; re-attaching", "port", d.cfg.Ports[i].Name, "ifindex", l.Index)
-			if err := d.plane.Detach(l.Index); err != nil {
-				return fmt.Errorf("detach stale link on %s: %w", d.cfg.Ports[i].Interface, err)
+		wanted[sw(l.Index)] = true
+		if have[pass(l.Index)] {
+			// Was the veth peer of a port, is a port now.
+			if err := detach(l.Index, "XDP_PASS"); err != nil {
+				return err
 			}
-			delete(have, l.Index)
 		}
-		if have[l.Index] {
+		if have[sw(l.Index)] && l.XDP == "" {
+			// An adopted link whose interface shows no XDP program: its
+			// device is gone although the data plane did not notice at
+			// adoption (the namespace was rebuilt, the ifindex reused).
+			// Replace it.
+			d.log.Warn("adopted link is not attached any more; re-attaching", "port", d.cfg.Ports[i].Name, "ifindex", l.Index)
+			if err := detach(l.Index, "stale"); err != nil {
+				return err
+			}
+		}
+		if have[sw(l.Index)] {
 			continue
 		}
 		if err := d.plane.Attach(l.Index, d.mode); err != nil {
@@ -436,12 +484,12 @@ func (d *Daemon) attach() error {
 			return fmt.Errorf("attach switch program to %s (ports[%d] %s): %w", p.Interface, i, p.Name, err)
 		}
 	}
-	for ifx := range have {
-		if !wanted[ifx] {
-			if err := d.plane.Detach(ifx); err != nil {
-				return fmt.Errorf("detach stale link on ifindex %d: %w", ifx, err)
+	for a := range have {
+		if !wanted[a] && have[a] {
+			if err := detach(a.Ifindex, "unused "+a.Kind.String()); err != nil {
+				return err
 			}
-			d.log.Info("detached stale link", "ifindex", ifx)
+			d.log.Info("detached link the config no longer needs", "ifindex", a.Ifindex, "program", a.Kind.String())
 		}
 	}
 	return nil
@@ -455,8 +503,8 @@ func (d *Daemon) detach() error {
 		return errors.New("data plane not loaded")
 	}
 	// Links we took down for a "down" fault come back up.
-	for i, f := range d.faults {
-		if f.Down {
+	for i := range d.cfg.Ports {
+		if f, err := d.plane.Fault(dataplane.PortID(i)); err == nil && f.Down {
 			if err := d.links.SetUp(d.cfg.Ports[i].Interface, true); err != nil {
 				d.log.Warn("bring port up on detach", "port", d.cfg.Ports[i].Name, "err", err)
 			}
@@ -467,7 +515,6 @@ func (d *Daemon) detach() error {
 	}
 	d.plane = nil
 	d.ready = false
-	os.Remove(d.statePath)
 	return nil
 }
 

@@ -595,3 +595,152 @@ func TestRestartReattachesDeadLinks(t *testing.T) {
 		t.Errorf("dead link on ifindex 11 not replaced: new links %d (was %d), links %v", h.pins.newLinks, links, h.pins.links)
 	}
 }
+
+// Faults and hang live only in the (pinned) maps: a restarted daemon reads
+// them back, no state file is written, a fault follows its interface when
+// the config reorders the ports, and stats show what the maps hold.
+func TestRestartReadsFaultsFromMaps(t *testing.T) {
+	h := newHarness(t)
+	cfg := testConfig(t)
+	_, stop := h.start(cfg)
+	c, ctx := client(t, cfg.Control)
+	for _, f := range []ctl.Fault{
+		{Target: "u1", Action: ctl.ActLoss, Loss: 0.125},
+		{Target: "u0", Action: ctl.ActFlap, FlapOnNS: int64(time.Second), FlapOffNS: int64(2 * time.Second)},
+		{Target: "h0", Action: ctl.ActDown},
+		{Target: ctl.TargetSwitch, Action: ctl.ActHang},
+	} {
+		if err := c.SetFault(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(cfg.Control), "*.json")); len(m) != 0 {
+		t.Errorf("daemon wrote state files %v; faults belong in the maps only", m)
+	}
+
+	// Same ports in another order: slots change, interfaces do not.
+	cfg2 := *cfg
+	cfg2.Ports = []config.Port{cfg.Ports[2], cfg.Ports[0], cfg.Ports[1]}
+	h.start(&cfg2)
+	c2, ctx2 := client(t, cfg.Control)
+	st, err := c2.Stats(ctx2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range st.Ports {
+		got[p.Name] = p.Fault.String()
+	}
+	want := map[string]string{"u1": "loss=0.125", "h0": "down", "u0": "flap=1s/2s"}
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("after restart with reordered ports, %s shows fault %q, want %q (all: %v)", n, got[n], w, got)
+		}
+	}
+	if !st.Hang {
+		t.Error("hang lost across the restart")
+	}
+	if h.links.isUp("eth-h0") {
+		t.Error("port h0 (down fault) was brought up by the restart")
+	}
+	h.pins.mu.Lock()
+	defer h.pins.mu.Unlock()
+	if f := h.pins.faults[0]; f.LossPPM != 125000 { // u1 is slot 0 now
+		t.Errorf("slot 0 (u1) has fault %+v in the map", f)
+	}
+}
+
+// Pinned links whose device is gone are dropped by the data plane at
+// adoption; the daemon adopts the rest (no fresh load, counters kept) and
+// attaches a new link on the interface.
+func TestRestartWithStaleLinks(t *testing.T) {
+	h := newHarness(t)
+	cfg := testConfig(t)
+	_, stop := h.start(cfg)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.pins.mu.Lock()
+	h.pins.dropGone = true
+	h.pins.gone[11] = true
+	h.pins.gone[100] = true // the XDP_PASS link on h0's peer
+	h.pins.counters[1] = dataplane.PortCounters{Forwarded: 42}
+	links := h.pins.newLinks
+	h.pins.mu.Unlock()
+	h.start(cfg)
+	c, ctx := client(t, cfg.Control)
+	r, err := c.Ready(ctx)
+	if err != nil || !r.Adopted {
+		t.Fatalf("ready %+v err %v, want adopted despite dead links", r, err)
+	}
+	st, _ := c.Stats(ctx)
+	h.pins.mu.Lock()
+	defer h.pins.mu.Unlock()
+	if h.pins.loads != 1 {
+		t.Errorf("%d fresh loads, want 1 (the restart must adopt)", h.pins.loads)
+	}
+	if h.pins.newLinks != links+2 || h.pins.links[11] != "switch" || h.pins.links[100] != "pass" {
+		t.Errorf("dead links not replaced: new links %d (was %d), links %v", h.pins.newLinks, links, h.pins.links)
+	}
+	if st.Ports[1].Counters.Forwarded != 42 {
+		t.Errorf("counters lost: %+v", st.Ports[1].Counters)
+	}
+}
+
+// XDP_PASS links on interfaces that are no longer veth peers of a port are
+// removed; an interface that changes from peer to port gets the switch
+// program.
+func TestPassLinksCleanedUp(t *testing.T) {
+	h := newHarness(t)
+	h.links.add("peer-h0", 100, 10, "eth-h0")
+	cfg := testConfig(t)
+	_, stop := h.start(cfg)
+	h.pins.mu.Lock()
+	if h.pins.links[100] != "pass" {
+		t.Fatalf("no XDP_PASS on h0's veth peer: %v", h.pins.links)
+	}
+	h.pins.mu.Unlock()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// h0 goes (its peer 100 needs no XDP_PASS any more).
+	cfg2 := *cfg
+	cfg2.Ports = cfg.Ports[1:]
+	cfg2.FIB = cfg.FIB[1:]
+	_, stop2 := h.start(&cfg2)
+	h.pins.mu.Lock()
+	if _, ok := h.pins.links[100]; ok {
+		t.Errorf("XDP_PASS link on the former port's peer kept: %v", h.pins.links)
+	}
+	if _, ok := h.pins.links[10]; ok {
+		t.Errorf("switch link on the removed port kept: %v", h.pins.links)
+	}
+	h.pins.mu.Unlock()
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Back with h0, then its peer becomes a port of its own.
+	_, stop3 := h.start(cfg)
+	h.pins.mu.Lock()
+	if h.pins.links[100] != "pass" {
+		t.Errorf("XDP_PASS not re-attached: %v", h.pins.links)
+	}
+	h.pins.mu.Unlock()
+	if err := stop3(); err != nil {
+		t.Fatal(err)
+	}
+	cfg4 := *cfg
+	cfg4.Ports = append(append([]config.Port(nil), cfg.Ports...), config.Port{Name: "p0", Interface: "peer-h0", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 3, 0}, Role: config.RoleFabric})
+	h.start(&cfg4)
+	h.pins.mu.Lock()
+	defer h.pins.mu.Unlock()
+	if h.pins.links[100] != "switch" || h.pins.links[10] != "switch" {
+		t.Errorf("veth with both ends ports: links %v, want the switch program on 10 and 100", h.pins.links)
+	}
+}

@@ -28,6 +28,10 @@ type fakePins struct {
 	adopts   int
 	newLinks int
 	gone     map[int]bool // links whose device vanished (still pinned)
+	// dropGone makes Adopt drop gone links and report them as stale, as
+	// dataplane does when the kernel reports the link without a device.
+	dropGone bool
+	stale    []dataplane.Attachment
 }
 
 func newFakePins() *fakePins {
@@ -64,6 +68,18 @@ func (f *fakePins) backend() Backend {
 				return nil, fmt.Errorf("nothing pinned")
 			}
 			f.adopts++
+			f.stale = nil
+			if f.dropGone {
+				for ifx := range f.gone {
+					kind := dataplane.LinkSwitch
+					if f.links[ifx] == "pass" {
+						kind = dataplane.LinkPass
+					}
+					f.stale = append(f.stale, dataplane.Attachment{Ifindex: ifx, Kind: kind})
+					delete(f.links, ifx)
+					delete(f.gone, ifx)
+				}
+			}
 			return &fakePlane{p: f}, nil
 		},
 	}
@@ -95,16 +111,22 @@ func (fp *fakePlane) Detach(ifindex int) error {
 	delete(fp.p.gone, ifindex)
 	return nil
 }
-func (fp *fakePlane) Attached() []int {
+func (fp *fakePlane) Attached() []dataplane.Attachment {
 	defer fp.lock()()
-	var out []int
+	var out []dataplane.Attachment
 	for i, kind := range fp.p.links {
-		if kind == "switch" { // as dataplane: pass links are not listed
-			out = append(out, i)
+		k := dataplane.LinkSwitch
+		if kind == "pass" {
+			k = dataplane.LinkPass
 		}
+		out = append(out, dataplane.Attachment{Ifindex: i, Kind: k})
 	}
-	sort.Ints(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Ifindex < out[j].Ifindex })
 	return out
+}
+func (fp *fakePlane) StaleLinks() []dataplane.Attachment {
+	defer fp.lock()()
+	return append([]dataplane.Attachment(nil), fp.p.stale...)
 }
 func (fp *fakePlane) SetSwitchConfig(cfg dataplane.SwitchConfig) error {
 	defer fp.lock()()
@@ -121,9 +143,15 @@ func (fp *fakePlane) SetPort(id dataplane.PortID, p dataplane.Port) error {
 	fp.p.ports[id] = p
 	return nil
 }
+func (fp *fakePlane) Port(id dataplane.PortID) (dataplane.Port, bool, error) {
+	defer fp.lock()()
+	p, ok := fp.p.ports[id]
+	return p, ok, nil
+}
 func (fp *fakePlane) DelPort(id dataplane.PortID) error {
 	defer fp.lock()()
 	delete(fp.p.ports, id)
+	delete(fp.p.faults, id) // as dataplane
 	return nil
 }
 func (fp *fakePlane) AddRoute(prefix netip.Prefix, nh dataplane.NextHop) error {
@@ -153,6 +181,14 @@ func (fp *fakePlane) SetFault(id dataplane.PortID, f dataplane.Fault) error {
 	defer fp.lock()()
 	fp.p.faults[id] = f
 	return nil
+}
+func (fp *fakePlane) Fault(id dataplane.PortID) (dataplane.Fault, error) {
+	defer fp.lock()()
+	return fp.p.faults[id], nil
+}
+func (fp *fakePlane) Hang() (bool, error) {
+	defer fp.lock()()
+	return fp.p.hang, nil
 }
 func (fp *fakePlane) SetHang(hang bool) error {
 	defer fp.lock()()

@@ -1,18 +1,20 @@
 package daemon
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/switchd/dataplane"
 )
+
+// The faults map of the data plane is the only record of injected faults:
+// the daemon reads it back for stats, for read-modify-write of a fault
+// request and after a restart (pinned maps), so nothing can disagree with
+// what the switch does. Loss is kept in parts per million.
 
 func dpFault(f ctl.FaultState) dataplane.Fault {
 	return dataplane.Fault{
@@ -21,6 +23,16 @@ func dpFault(f ctl.FaultState) dataplane.Fault {
 		LossPPM:   uint32(math.Round(f.Loss * 1e6)),
 		FlapOn:    time.Duration(f.FlapOnNS),
 		FlapOff:   time.Duration(f.FlapOffNS),
+	}
+}
+
+func ctlFault(f dataplane.Fault) ctl.FaultState {
+	return ctl.FaultState{
+		Down:      f.Down,
+		Blackhole: f.Blackhole,
+		Loss:      float64(f.LossPPM) / 1e6,
+		FlapOnNS:  int64(f.FlapOn),
+		FlapOffNS: int64(f.FlapOff),
 	}
 }
 
@@ -66,10 +78,8 @@ func (d *Daemon) setFault(f ctl.Fault) error {
 			if err := d.plane.SetHang(hang); err != nil {
 				return fmt.Errorf("set hang=%v: %w", hang, err)
 			}
-			d.hang = hang
 		}
 		if f.Action == ctl.ActHang {
-			d.saveState()
 			d.log.Warn("fault", "target", f.Target, "action", f.Action)
 			return nil
 		}
@@ -79,7 +89,11 @@ func (d *Daemon) setFault(f ctl.Fault) error {
 	}
 
 	for _, i := range targets {
-		st := d.faults[i]
+		cur, err := d.plane.Fault(dataplane.PortID(i))
+		if err != nil {
+			return fmt.Errorf("read fault of %s: %w", d.cfg.Ports[i].Name, err)
+		}
+		st := ctlFault(cur)
 		wasDown := st.Down
 		switch f.Action {
 		case ctl.ActDown:
@@ -116,67 +130,7 @@ func (d *Daemon) setFault(f ctl.Fault) error {
 				}
 			}
 		}
-		d.faults[i] = st
 	}
-	d.saveState()
 	d.log.Warn("fault", "target", f.Target, "action", f.String())
 	return nil
-}
-
-// state is what survives a restart besides the pinned maps: the faults the
-// daemon set (the maps hold them too, but are not read back).
-type state struct {
-	Switch string                    `json:"switch"`
-	Hang   bool                      `json:"hang"`
-	Faults map[string]ctl.FaultState `json:"faults"`
-}
-
-func (d *Daemon) saveState() {
-	s := state{Switch: d.cfg.Name, Hang: d.hang, Faults: map[string]ctl.FaultState{}}
-	for i, f := range d.faults {
-		if f != (ctl.FaultState{}) {
-			s.Faults[d.cfg.Ports[i].Name] = f
-		}
-	}
-	b, _ := json.MarshalIndent(s, "", "  ")
-	dir := filepath.Dir(d.statePath)
-	tmp, err := os.CreateTemp(dir, ".state-*")
-	if err == nil {
-		_, err = tmp.Write(append(b, '\n'))
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), d.statePath)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
-		d.log.Warn("cannot save fault state; a restart will forget injected faults", "path", d.statePath, "err", err)
-	}
-}
-
-// loadState restores faults recorded by the previous process; ports the
-// config no longer has are ignored.
-func (d *Daemon) loadState() {
-	b, err := os.ReadFile(d.statePath)
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	var s state
-	if err == nil {
-		err = json.Unmarshal(b, &s)
-	}
-	if err != nil {
-		d.log.Warn("ignoring unreadable fault state; adopted ports start healthy", "path", d.statePath, "err", err)
-		return
-	}
-	d.hang = s.Hang
-	for name, f := range s.Faults {
-		if i, ok := d.cfg.PortIndex(name); ok {
-			d.faults[i] = f
-		}
-	}
 }

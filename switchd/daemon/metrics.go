@@ -55,7 +55,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	d := c.d
 	name := d.cfg.Name
 	d.mu.Lock()
-	ready, hang := d.ready, d.hang
+	ready, hang := d.ready, false
+	if d.plane != nil {
+		hang, _ = d.plane.Hang() // a read error shows in scrape_error below
+	}
 	d.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, b2f(ready), name)
 	ch <- prometheus.MustNewConstMetric(descHang, prometheus.GaugeValue, b2f(hang), name)

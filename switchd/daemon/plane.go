@@ -13,17 +13,21 @@ type Plane interface {
 	Attach(ifindex int, mode dataplane.AttachMode) error
 	AttachPass(ifindex int) error
 	Detach(ifindex int) error
-	Attached() []int
+	Attached() []dataplane.Attachment
+	StaleLinks() []dataplane.Attachment
 	SetSwitchConfig(cfg dataplane.SwitchConfig) error
 	AddLocalAddr(a netip.Addr) error
 	SetPort(id dataplane.PortID, p dataplane.Port) error
+	Port(id dataplane.PortID) (dataplane.Port, bool, error)
 	DelPort(id dataplane.PortID) error
 	AddRoute(prefix netip.Prefix, nh dataplane.NextHop) error
 	DelRoute(prefix netip.Prefix) error
 	Routes() ([]dataplane.Route, error)
 	SetECMPGroup(id dataplane.GroupID, members []dataplane.PortID) error
 	SetFault(id dataplane.PortID, f dataplane.Fault) error
+	Fault(id dataplane.PortID) (dataplane.Fault, error)
 	SetHang(hang bool) error
+	Hang() (bool, error)
 	Counters(id dataplane.PortID) (dataplane.PortCounters, error)
 	Close() error
 	Destroy() error

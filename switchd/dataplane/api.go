@@ -23,7 +23,8 @@ const (
 	MaxGroupMembers = 16
 	// MaxRoutes is the capacity of the FIB (LPM trie).
 	MaxRoutes = 4096
-	// MaxOwnUSIDs is the number of own uN uSIDs a switch may have.
+	// MaxOwnUSIDs is the number of own uN uSIDs a switch may have (a policy
+	// limit: the own-uSID table has an entry for every 16-bit uSID).
 	MaxOwnUSIDs = 16
 	// MaxCapacityBps is the largest capacity a PortModel accepts (the
 	// virtual-queue arithmetic is exact up to this rate).
@@ -120,7 +121,9 @@ type Fault struct {
 	LossPPM uint32
 	// FlapOn/FlapOff: when both are non-zero the port alternates between up
 	// for FlapOn and down for FlapOff, starting up at the moment SetFault is
-	// called.
+	// called. SetFault with the same FlapOn/FlapOff as the port already has
+	// keeps the running schedule (its phase), so re-applying a fault (e.g.
+	// after a daemon restart) does not restart the flap.
 	FlapOn, FlapOff time.Duration
 }
 
@@ -172,6 +175,31 @@ type PortCounters struct {
 	Pass               uint64
 }
 
+// LinkKind says which program an XDP link runs.
+type LinkKind uint8
+
+const (
+	// LinkSwitch runs the switch program (a port).
+	LinkSwitch LinkKind = 0
+	// LinkPass runs the XDP_PASS program (the far end of a veth the switch
+	// redirects into).
+	LinkPass LinkKind = 1
+)
+
+// String is "switch" or "pass".
+func (k LinkKind) String() string {
+	if k == LinkPass {
+		return "pass"
+	}
+	return "switch"
+}
+
+// Attachment is one XDP link of the Dataplane.
+type Attachment struct {
+	Ifindex int
+	Kind    LinkKind
+}
+
 // LoadOptions configure Load.
 type LoadOptions struct {
 	// PinDir, when set, is a bpffs directory (e.g. /sys/fs/bpf/softmrc/t0-0)
@@ -187,19 +215,23 @@ type LoadOptions struct {
 //	(*Dataplane).Attach(ifindex int, mode AttachMode) error  // switch program, bpf_link (pinned if PinDir)
 //	(*Dataplane).AttachPass(ifindex int) error               // XDP_PASS program for veth peers
 //	(*Dataplane).Detach(ifindex int) error                   // removes the link (and its pin)
-//	(*Dataplane).Attached() []int                            // ifindexes with a link
+//	(*Dataplane).Attached() []Attachment                     // switch and pass links, by ifindex
+//	(*Dataplane).StaleLinks() []Attachment                   // pinned links dropped at adoption (device gone)
 //	(*Dataplane).SetSwitchConfig(cfg SwitchConfig) error
 //	(*Dataplane).AddLocalAddr(a netip.Addr) error            // DA passed to the kernel
 //	(*Dataplane).DelLocalAddr(a netip.Addr) error
 //	(*Dataplane).SetPort(id PortID, p Port) error
-//	(*Dataplane).DelPort(id PortID) error
+//	(*Dataplane).Port(id PortID) (Port, bool, error)         // false: slot not configured
+//	(*Dataplane).DelPort(id PortID) error                    // also clears the port's fault
 //	(*Dataplane).AddRoute(prefix netip.Prefix, nh NextHop) error  // add or replace
 //	(*Dataplane).DelRoute(prefix netip.Prefix) error
 //	(*Dataplane).Routes() ([]Route, error)
 //	(*Dataplane).SetECMPGroup(id GroupID, members []PortID) error
 //	(*Dataplane).SetMode(m Mode) error
-//	(*Dataplane).SetFault(id PortID, f Fault) error
+//	(*Dataplane).SetFault(id PortID, f Fault) error          // an unchanged flap keeps its phase
+//	(*Dataplane).Fault(id PortID) (Fault, error)             // read back from the faults map
 //	(*Dataplane).SetHang(hang bool) error
+//	(*Dataplane).Hang() (bool, error)
 //	(*Dataplane).Counters(id PortID) (PortCounters, error)
 //	(*Dataplane).Close() error    // closes fds; pinned maps/links stay and keep forwarding
 //	(*Dataplane).Destroy() error  // detaches every link and removes the pins

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -35,6 +37,7 @@ type Dataplane struct {
 
 	mu    sync.Mutex
 	links map[string]link.Link // pin name (link_N / pass_N) -> link
+	stale []Attachment         // pinned links dropped at adoption: device gone
 }
 
 // Load creates the maps and programs. With opts.PinDir set, maps already
@@ -134,7 +137,12 @@ func (d *Dataplane) pinMaps() error {
 	return nil
 }
 
-// adoptLinks opens every pinned link and points it at the new program.
+// adoptLinks opens every pinned link and points it at the new program. A
+// pinned link whose device is gone (its namespace or veth was deleted; the
+// kernel keeps such a link, detached, for as long as it is pinned) cannot run
+// a program any more: it is unpinned and recorded in d.stale instead of
+// failing the whole adoption, so the live ports keep forwarding and the
+// counters survive.
 func (d *Dataplane) adoptLinks() error {
 	dir := filepath.Join(d.pinDir, linksDir)
 	ents, err := os.ReadDir(dir)
@@ -156,13 +164,71 @@ func (d *Dataplane) adoptLinks() error {
 		if err != nil {
 			return fmt.Errorf("dataplane: open pinned link %s: %w", p, err)
 		}
+		if linkDefunct(l) {
+			d.dropStale(name, l)
+			continue
+		}
 		if err := l.Update(prog); err != nil {
+			if errors.Is(err, unix.ENOLINK) {
+				// The device went away between the check and the update.
+				d.dropStale(name, l)
+				continue
+			}
 			l.Close()
 			return fmt.Errorf("dataplane: replace program of pinned link %s: %w", p, err)
 		}
 		d.links[name] = l
 	}
+	sort.Slice(d.stale, func(i, j int) bool { return d.stale[i].Ifindex < d.stale[j].Ifindex })
 	return nil
+}
+
+// linkDefunct reports whether an XDP link has lost its device: the kernel
+// then reports ifindex 0 for it.
+func linkDefunct(l link.Link) bool {
+	info, err := l.Info()
+	if err != nil {
+		return false // let Update decide
+	}
+	xi := info.XDP()
+	return xi != nil && xi.Ifindex == 0
+}
+
+// dropStale unpins and closes a pinned link whose device is gone.
+func (d *Dataplane) dropStale(name string, l link.Link) {
+	a, ok := parseLinkName(name)
+	l.Unpin()
+	l.Close()
+	if ok {
+		d.stale = append(d.stale, a)
+	}
+}
+
+// parseLinkName turns a pin name (link_N / pass_N) into an Attachment.
+func parseLinkName(name string) (Attachment, bool) {
+	kind := LinkSwitch
+	s, ok := strings.CutPrefix(name, linkPfx)
+	if !ok {
+		if s, ok = strings.CutPrefix(name, passPfx); !ok {
+			return Attachment{}, false
+		}
+		kind = LinkPass
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil {
+		return Attachment{}, false
+	}
+	return Attachment{Ifindex: i, Kind: kind}, true
+}
+
+// StaleLinks lists the pinned links that Load/Adopt found without a device
+// and removed (their interface was deleted while no daemon ran). The caller
+// logs them; an interface that exists again under a new ifindex needs a new
+// Attach.
+func (d *Dataplane) StaleLinks() []Attachment {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Attachment(nil), d.stale...)
 }
 
 // SwitchProgram is the loaded switch program (for BPF_PROG_RUN tests and
@@ -252,19 +318,23 @@ func detachLink(l link.Link) error {
 	return l.Close()
 }
 
-// Attached lists the ifindexes that have the switch program attached.
-func (d *Dataplane) Attached() []int {
+// Attached lists the links this Dataplane holds, switch and XDP_PASS
+// programs alike, sorted by ifindex (switch before pass on the same ifindex).
+func (d *Dataplane) Attached() []Attachment {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []int
+	out := make([]Attachment, 0, len(d.links))
 	for name := range d.links {
-		if s, ok := strings.CutPrefix(name, linkPfx); ok {
-			if i, err := strconv.Atoi(s); err == nil {
-				out = append(out, i)
-			}
+		if a, ok := parseLinkName(name); ok {
+			out = append(out, a)
 		}
 	}
-	sort.Ints(out)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ifindex != out[j].Ifindex {
+			return out[i].Ifindex < out[j].Ifindex
+		}
+		return out[i].Kind < out[j].Kind
+	})
 	return out
 }
 
@@ -305,9 +375,9 @@ func (d *Dataplane) Destroy() error {
 	return errors.Join(errs...)
 }
 
-// SetSwitchConfig sets the uSID block, the node's own uN uSIDs and the mode.
-// Own SIDs are replaced without a gap: new entries go in before stale ones
-// are removed.
+// SetSwitchConfig sets the uSID block, the node's own uN uSIDs and the mode;
+// the hang flag is kept. Own SIDs are replaced without a gap: new entries go
+// in before stale ones are removed.
 func (d *Dataplane) SetSwitchConfig(cfg SwitchConfig) error {
 	bits := cfg.BlockBits
 	if bits == 0 {
@@ -327,44 +397,46 @@ func (d *Dataplane) SetSwitchConfig(cfg SwitchConfig) error {
 	if len(cfg.OwnUSIDs) > MaxOwnUSIDs {
 		return fmt.Errorf("dataplane: %d own uSIDs, at most %d", len(cfg.OwnUSIDs), MaxOwnUSIDs)
 	}
-	want := map[SwitchSwLpmKey]bool{}
+	want := map[uint16]bool{}
 	for _, u := range cfg.OwnUSIDs {
 		if u == 0 {
 			return errors.New("dataplane: uSID 0 is reserved (end of container) and cannot be an own uN")
 		}
-		p := USIDPrefix(cfg.Block, u)
-		want[lpmKey(p)] = true
+		want[u] = true
 	}
 	sc := SwitchSwConfig{BlockBits: uint32(bits), Mode: uint32(cfg.Mode)}
+	if cfg.Block.IsValid() {
+		sc.Block = cfg.Block.Masked().Addr().As16()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var old SwitchSwConfig
 	if err := d.objs.Config.Lookup(uint32(0), &old); err == nil {
 		sc.Hang = old.Hang
 	}
-	for k := range want {
-		if err := d.objs.OwnSids.Put(k, uint32(sidUN)); err != nil {
-			return fmt.Errorf("dataplane: install own uSID %v: %w", prefixOf(k), err)
-		}
+	// Gapless: first the union of old and new own uSIDs, then the config
+	// (block, mode), then only the new ones. A uSID in both sets is never
+	// absent, whatever a concurrent packet sees of the table.
+	tbl := new(SwitchSwUsidTable)
+	if err := d.objs.OwnSids.Lookup(uint32(0), tbl); err != nil {
+		return fmt.Errorf("dataplane: read own uSIDs: %w", err)
 	}
-	var stale []SwitchSwLpmKey
-	var k SwitchSwLpmKey
-	var v uint32
-	it := d.objs.OwnSids.Iterate()
-	for it.Next(&k, &v) {
-		if !want[k] {
-			stale = append(stale, k)
-		}
+	for u := range want {
+		tbl.Kind[u] = sidUN
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("dataplane: list own uSIDs: %w", err)
+	if err := d.objs.OwnSids.Put(uint32(0), tbl); err != nil {
+		return fmt.Errorf("dataplane: install own uSIDs: %w", err)
 	}
 	if err := d.objs.Config.Put(uint32(0), sc); err != nil {
 		return fmt.Errorf("dataplane: write switch config: %w", err)
 	}
-	for _, k := range stale {
-		if err := d.objs.OwnSids.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("dataplane: remove own uSID %v: %w", prefixOf(k), err)
+	final := new(SwitchSwUsidTable)
+	for u := range want {
+		final.Kind[u] = sidUN
+	}
+	if *final != *tbl {
+		if err := d.objs.OwnSids.Put(uint32(0), final); err != nil {
+			return fmt.Errorf("dataplane: remove stale own uSIDs: %w", err)
 		}
 	}
 	return nil
@@ -417,7 +489,10 @@ func (d *Dataplane) SetHang(hang bool) error {
 }
 
 // AddLocalAddr makes frames to a pass to the kernel (e.g. the switch's
-// management address, or its uN address to make it pingable).
+// management address, or its uN address block:uSID:: to make it pingable),
+// also while the switch is hung or the ingress port faulty. An address that
+// is an own uN with a non-zero argument is a uSID container and is shifted,
+// not passed (docs/switch.md).
 func (d *Dataplane) AddLocalAddr(a netip.Addr) error {
 	if !a.Is6() || a.Is4In6() {
 		return fmt.Errorf("dataplane: local address %v is not IPv6", a)
@@ -535,7 +610,34 @@ func (d *Dataplane) DelPort(id PortID) error {
 	if err := d.objs.TxPorts.Delete(uint32(id)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("dataplane: delete devmap entry of port %d: %w", id, err)
 	}
+	// A slot reused later must not inherit this port's fault.
+	if err := d.objs.Faults.Put(uint32(id), SwitchSwFault{}); err != nil {
+		return fmt.Errorf("dataplane: clear fault of port %d: %w", id, err)
+	}
 	return nil
+}
+
+// Port reads back the configuration of port id; ok is false when the slot
+// is not configured.
+func (d *Dataplane) Port(id PortID) (p Port, ok bool, err error) {
+	if err := checkPort(id); err != nil {
+		return Port{}, false, err
+	}
+	var sp SwitchSwPort
+	if err := d.objs.Ports.Lookup(uint32(id), &sp); err != nil {
+		return Port{}, false, fmt.Errorf("dataplane: read port %d: %w", id, err)
+	}
+	if sp.Enabled == 0 {
+		return Port{}, false, nil
+	}
+	p = Port{
+		Ifindex:  int(sp.Ifindex),
+		NeighMAC: net.HardwareAddr(append([]byte(nil), sp.NeighMac[:]...)),
+		OwnMAC:   net.HardwareAddr(append([]byte(nil), sp.OwnMac[:]...)),
+		Role:     Role(sp.Role),
+		Model:    PortModel{CapacityBps: sp.RateBps * 8, MarkBytes: sp.MarkBytes, TrimBytes: sp.TrimBytes, BufferBytes: sp.BufBytes},
+	}
+	return p, true, nil
 }
 
 func lpmKey(p netip.Prefix) SwitchSwLpmKey {
@@ -635,7 +737,9 @@ func (d *Dataplane) SetECMPGroup(id GroupID, members []PortID) error {
 	return nil
 }
 
-// SetFault sets the fault state of port id (the zero Fault clears it).
+// SetFault sets the fault state of port id (the zero Fault clears it). When
+// the port already flaps with the same on/off durations, the schedule keeps
+// its start time: re-applying an unchanged fault does not move the phase.
 func (d *Dataplane) SetFault(id PortID, f Fault) error {
 	if err := checkPort(id); err != nil {
 		return err
@@ -652,17 +756,61 @@ func (d *Dataplane) SetFault(id PortID, f Fault) error {
 		LossAll:    b2u(f.LossPPM == 1_000_000),
 		FlapOnNs:   uint64(f.FlapOn), FlapOffNs: uint64(f.FlapOff),
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if f.FlapOn > 0 {
-		var ts unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-			return fmt.Errorf("dataplane: read monotonic clock: %w", err)
+		var old SwitchSwFault
+		if err := d.objs.Faults.Lookup(uint32(id), &old); err == nil &&
+			old.FlapOnNs == sf.FlapOnNs && old.FlapOffNs == sf.FlapOffNs && old.FlapStartNs != 0 {
+			sf.FlapStartNs = old.FlapStartNs
+		} else {
+			var ts unix.Timespec
+			if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+				return fmt.Errorf("dataplane: read monotonic clock: %w", err)
+			}
+			sf.FlapStartNs = uint64(ts.Nano())
 		}
-		sf.FlapStartNs = uint64(ts.Nano())
 	}
 	if err := d.objs.Faults.Put(uint32(id), sf); err != nil {
 		return fmt.Errorf("dataplane: port %d: set fault: %w", id, err)
 	}
 	return nil
+}
+
+// Fault reads the fault state of port id back from the faults map. LossPPM
+// is exact for every value SetFault accepts.
+func (d *Dataplane) Fault(id PortID) (Fault, error) {
+	if err := checkPort(id); err != nil {
+		return Fault{}, err
+	}
+	var sf SwitchSwFault
+	if err := d.objs.Faults.Lookup(uint32(id), &sf); err != nil {
+		return Fault{}, fmt.Errorf("dataplane: port %d: read fault: %w", id, err)
+	}
+	return faultOf(sf), nil
+}
+
+// faultOf inverts SetFault's encoding. loss_thresh = floor(ppm * 2^32 / 1e6)
+// loses less than one part in 4294 of a ppm, so rounding recovers ppm.
+func faultOf(sf SwitchSwFault) Fault {
+	f := Fault{
+		Down: sf.Down != 0, Blackhole: sf.Blackhole != 0,
+		LossPPM: uint32((uint64(sf.LossThresh)*1_000_000 + 1<<31) >> 32),
+		FlapOn:  time.Duration(sf.FlapOnNs), FlapOff: time.Duration(sf.FlapOffNs),
+	}
+	if sf.LossAll != 0 {
+		f.LossPPM = 1_000_000
+	}
+	return f
+}
+
+// Hang reports whether the data plane is hung (SetHang).
+func (d *Dataplane) Hang() (bool, error) {
+	var c SwitchSwConfig
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return false, fmt.Errorf("dataplane: read switch config: %w", err)
+	}
+	return c.Hang != 0, nil
 }
 
 func b2u(b bool) uint32 {

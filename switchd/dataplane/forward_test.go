@@ -161,7 +161,30 @@ func TestPassToKernel(t *testing.T) {
 		pass("ICMPv6 to link-local", ll, nil),
 		pass("local address", local, func(h *harness) { must(h.t, h.d.AddLocalAddr(netip.MustParseAddr("fd00:ffff::5"))) }),
 		pass("NDP while hung", hangNDP, func(h *harness) { must(h.t, h.d.SetHang(true)) }),
+		pass("local address while hung", local, func(h *harness) {
+			must(h.t, h.d.AddLocalAddr(netip.MustParseAddr("fd00:ffff::5")))
+			must(h.t, h.d.SetHang(true))
+		}),
+		pass("local address on a blackholed ingress port", local, func(h *harness) {
+			must(h.t, h.d.AddLocalAddr(netip.MustParseAddr("fd00:ffff::5")))
+			must(h.t, h.d.SetFault(ingressPort, Fault{Blackhole: true}))
+		}),
+		pass("own uN with argument zero that is a local address", usidFrame("5f00:1:100::", 64), func(h *harness) {
+			must(h.t, h.d.AddLocalAddr(netip.MustParseAddr("5f00:1:100::")))
+		}),
+		pass("local address with hop limit 1", usidFrame("fd00:ffff::5", 1), func(h *harness) {
+			must(h.t, h.d.AddLocalAddr(netip.MustParseAddr("fd00:ffff::5")))
+		}),
 	})
+	// A local address inside an own uN prefix with a non-zero argument is a
+	// uSID container passing through, not a frame for the switch: shifted
+	// and forwarded (docs/switch.md, step 4).
+	fwd := sent(usidFrame("5f00:1:100:200::", 64), 1, "5f00:1:200::", 63)
+	runCases(t, []fwdCase{{
+		name:  "own uN with a non-zero argument listed as local",
+		setup: func(h *harness) { must(h.t, h.d.AddLocalAddr(netip.MustParseAddr("5f00:1:100:200::"))) },
+		in:    usidFrame("5f00:1:100:200::", 64), wantRet: xdpRedirect, want: &fwd, port: 1, cnt: cForwarded,
+	}})
 }
 
 func TestBlockLengths(t *testing.T) {

@@ -109,8 +109,8 @@ func TestAdoptWithoutGap(t *testing.T) {
 	if err != nil || len(routesAfter) != len(routesBefore) || routesAfter[0] != routesBefore[0] {
 		t.Errorf("routes after adopt %v (err %v), before %v", routesAfter, err, routesBefore)
 	}
-	if got := d2.Attached(); len(got) != 1 || got[0] != r0idx {
-		t.Errorf("attached after adopt: %v, want [%d]", got, r0idx)
+	if got, want := d2.Attached(), map[Attachment]bool{{r0idx, LinkSwitch}: true, {d0idx, LinkPass}: true}; len(got) != 2 || !want[got[0]] || !want[got[1]] {
+		t.Errorf("attached after adopt: %v, want %v", got, want)
 	}
 	if newID := progID(t, d2); newID == oldProgID {
 		t.Errorf("pinned link still runs the old program %d", oldProgID)

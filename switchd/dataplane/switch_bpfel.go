@@ -27,6 +27,7 @@ type SwitchSwConfig struct {
 	Mode      uint32
 	Hang      uint32
 	Pad       uint32
+	Block     [16]uint8
 }
 
 type SwitchSwCounters struct {
@@ -88,6 +89,11 @@ type SwitchSwPort struct {
 	TrimBytes uint32
 	BufBytes  uint32
 	Pad       uint32
+}
+
+type SwitchSwUsidTable struct {
+	_    structs.HostLayout
+	Kind [65536]uint8
 }
 
 type SwitchSwVq struct {

@@ -22,9 +22,11 @@ type TestgenGenHdr struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	TestgenMapGenHdr  = "gen_hdr"
-	TestgenMapGenTx   = "gen_tx"
-	TestgenProgXdpGen = "xdp_gen"
+	TestgenMapGenHdr    = "gen_hdr"
+	TestgenMapGenTx     = "gen_tx"
+	TestgenMapSinkCount = "sink_count"
+	TestgenProgXdpGen   = "xdp_gen"
+	TestgenProgXdpSink  = "xdp_sink"
 )
 
 // LoadTestgen returns the embedded CollectionSpec for Testgen.
@@ -69,15 +71,17 @@ type TestgenSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TestgenProgramSpecs struct {
-	XdpGen *ebpf.ProgramSpec `ebpf:"xdp_gen"`
+	XdpGen  *ebpf.ProgramSpec `ebpf:"xdp_gen"`
+	XdpSink *ebpf.ProgramSpec `ebpf:"xdp_sink"`
 }
 
 // TestgenMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TestgenMapSpecs struct {
-	GenHdr *ebpf.MapSpec `ebpf:"gen_hdr"`
-	GenTx  *ebpf.MapSpec `ebpf:"gen_tx"`
+	GenHdr    *ebpf.MapSpec `ebpf:"gen_hdr"`
+	GenTx     *ebpf.MapSpec `ebpf:"gen_tx"`
+	SinkCount *ebpf.MapSpec `ebpf:"sink_count"`
 }
 
 // TestgenVariableSpecs contains global variables before they are loaded into the kernel.
@@ -106,14 +110,16 @@ func (o *TestgenObjects) Close() error {
 //
 // It can be passed to LoadTestgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TestgenMaps struct {
-	GenHdr *ebpf.Map `ebpf:"gen_hdr"`
-	GenTx  *ebpf.Map `ebpf:"gen_tx"`
+	GenHdr    *ebpf.Map `ebpf:"gen_hdr"`
+	GenTx     *ebpf.Map `ebpf:"gen_tx"`
+	SinkCount *ebpf.Map `ebpf:"sink_count"`
 }
 
 func (m *TestgenMaps) Close() error {
 	return _TestgenClose(
 		m.GenHdr,
 		m.GenTx,
+		m.SinkCount,
 	)
 }
 
@@ -127,12 +133,14 @@ type TestgenVariables struct {
 //
 // It can be passed to LoadTestgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TestgenPrograms struct {
-	XdpGen *ebpf.Program `ebpf:"xdp_gen"`
+	XdpGen  *ebpf.Program `ebpf:"xdp_gen"`
+	XdpSink *ebpf.Program `ebpf:"xdp_sink"`
 }
 
 func (p *TestgenPrograms) Close() error {
 	return _TestgenClose(
 		p.XdpGen,
+		p.XdpSink,
 	)
 }
 
