@@ -1,0 +1,214 @@
+// Command mrcctl inspects and steers a running mrc-nicd through its device
+// socket: ports and their state, QPs, each QP's EV table (state, plane,
+// path, counters), deny/allow of an EV or a whole plane, counters.
+//
+//	mrcctl [-d SOCKET] [-json] ports
+//	mrcctl [-d SOCKET] [-json] qps
+//	mrcctl [-d SOCKET] [-json] evs QPN
+//	mrcctl [-d SOCKET] [-json] counters
+//	mrcctl [-d SOCKET] [-json] sessions
+//	mrcctl [-d SOCKET] deny|allow ev EV [QPN]
+//	mrcctl [-d SOCKET] deny|allow plane P [QPN]
+//
+// QPN and EV are hex (0x prefix optional) or decimal; without QPN, deny and
+// allow act on every QP.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/softmrc/softmrc/nic/daemon"
+	"github.com/softmrc/softmrc/nic/service"
+	"github.com/softmrc/softmrc/nic/verbs"
+	"github.com/softmrc/softmrc/nic/verbs/vproto"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "mrcctl:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: mrcctl [-d SOCKET] [-json] COMMAND
+commands:
+  ports                      NIC ports, carrier and counters
+  qps                        QPs with state, RTT, window and counters
+  evs QPN                    the EV table of a QP: state, plane, path, counters
+  counters                   engine, run-loop and port counters
+  sessions                   applications with the device open
+  deny|allow ev EV [QPN]     take an EV out of (or back into) use
+  deny|allow plane P [QPN]   the same for every EV of a plane
+`
+
+func run(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("mrcctl", flag.ContinueOnError)
+	dev := os.Getenv("MRC_DEVICE")
+	if dev == "" {
+		dev = "/run/mrc/nic.sock"
+	}
+	fs.StringVar(&dev, "d", dev, "mrc-nicd's device socket (env MRC_DEVICE)")
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	a := fs.Args()
+	if len(a) == 0 {
+		fs.Usage()
+		return fmt.Errorf("no command")
+	}
+	req := vproto.CtlRequest{Cmd: a[0]}
+	var res any
+	switch a[0] {
+	case "ports":
+		res = &[]daemon.PortStatus{}
+	case "qps":
+		res = &[]daemon.QPRow{}
+	case "evs":
+		if len(a) != 2 {
+			return fmt.Errorf("usage: mrcctl evs QPN")
+		}
+		q, err := parseNum(a[1], "QPN")
+		if err != nil {
+			return err
+		}
+		req.QPN = q
+		res = &[]daemon.EVRow{}
+	case "counters":
+		res = &daemon.Counters{}
+	case "sessions":
+		res = &[]service.SessionInfo{}
+	case "deny", "allow":
+		if len(a) < 3 || len(a) > 4 || (a[1] != "ev" && a[1] != "plane") {
+			return fmt.Errorf("usage: mrcctl %s ev EV [QPN] | %s plane P [QPN]", a[0], a[0])
+		}
+		v, err := parseNum(a[2], a[1])
+		if err != nil {
+			return err
+		}
+		req.Scope = a[1]
+		if a[1] == "ev" {
+			req.EV = v
+		} else {
+			req.Plane = int(v)
+		}
+		if len(a) == 4 {
+			if req.QPN, err = parseNum(a[3], "QPN"); err != nil {
+				return err
+			}
+		}
+		res = &map[string]string{}
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", a[0])
+	}
+	d, err := verbs.Open(dev)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	var raw json.RawMessage
+	if err := d.Ctl(req, &raw); err != nil {
+		return err
+	}
+	if *asJSON {
+		var v any
+		_ = json.Unmarshal(raw, &v)
+		b, _ := json.MarshalIndent(v, "", "  ")
+		fmt.Fprintf(out, "%s\n", b)
+		return nil
+	}
+	if err := json.Unmarshal(raw, res); err != nil {
+		return fmt.Errorf("daemon answer: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch r := res.(type) {
+	case *[]daemon.PortStatus:
+		fmt.Fprintln(tw, "PORT\tINTERFACE\tPLANE\tADDRESS\tSTATE\tRX FRAMES\tRX BYTES\tTX FRAMES\tTX BYTES\tRX DROPPED\tTX FULL")
+		for _, p := range *r {
+			st := "down"
+			if p.Up {
+				st = "up"
+			}
+			s := p.Stats
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Name, p.Interface, p.Plane, p.Address, st,
+				s.RxFrames, s.RxBytes, s.TxFrames, s.TxBytes, s.RxDropped+s.RxRingFull+s.FillEmpty, s.TxFull)
+		}
+	case *[]daemon.QPRow:
+		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tREMOTE\tSRTT(us)\tCWND\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
+		for _, q := range *r {
+			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%#06x\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
+				q.RemoteQPN, q.SRTTus, q.Cwnd, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
+				q.Timeouts, q.Losses, q.GoodEVs, q.EVs)
+		}
+	case *[]daemon.EVRow:
+		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
+		for _, e := range *r {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, e.State, e.Active,
+				e.Sent, e.Acked, e.ECN, e.Trims, e.Losses, e.Timeouts, e.Probes)
+		}
+	case *daemon.Counters:
+		b, _ := json.Marshal(r.Engine)
+		var m map[string]uint64
+		_ = json.Unmarshal(b, &m)
+		fmt.Fprintln(tw, "COUNTER\tVALUE")
+		for _, k := range sortedKeys(m) {
+			fmt.Fprintf(tw, "engine.%s\t%d\n", k, m[k])
+		}
+		for _, k := range sortedKeys(r.Daemon) {
+			fmt.Fprintf(tw, "daemon.%s\t%d\n", k, r.Daemon[k])
+		}
+		fmt.Fprintf(tw, "regions\t%d\nregion_bytes\t%d\n", r.Regions, r.Bytes)
+		for _, p := range r.Ports {
+			b, _ := json.Marshal(p.Stats)
+			var ps map[string]uint64
+			_ = json.Unmarshal(b, &ps)
+			for _, k := range sortedKeys(ps) {
+				fmt.Fprintf(tw, "port.%s.%s\t%d\n", p.Name, k, ps[k])
+			}
+		}
+	case *[]service.SessionInfo:
+		fmt.Fprintln(tw, "SESSION\tCLIENT\tPID")
+		for _, s := range *r {
+			fmt.Fprintf(tw, "%d\t%s\t%d\n", s.ID, s.Client, s.PID)
+		}
+	case *map[string]string:
+		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], (*r)["result"])
+	}
+	return nil
+}
+
+func parseNum(s, what string) (uint32, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 32)
+	if !strings.HasPrefix(strings.ToLower(s), "0x") {
+		if d, derr := strconv.ParseUint(s, 10, 32); derr == nil {
+			return uint32(d), nil
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want a number (hex with 0x, or decimal)", what, s)
+	}
+	return uint32(v), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0 && ks[j] < ks[j-1]; j-- {
+			ks[j], ks[j-1] = ks[j-1], ks[j]
+		}
+	}
+	return ks
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+)
+
+func TestParseNum(t *testing.T) {
+	for in, want := range map[string]uint32{"0x101": 0x101, "257": 257, "0X10": 16, "ff": 0xff} {
+		if got, err := parseNum(in, "x"); err != nil || got != want {
+			t.Errorf("parseNum(%q) = %#x, %v; want %#x", in, got, err, want)
+		}
+	}
+	if _, err := parseNum("zz", "QPN"); err == nil || !strings.Contains(err.Error(), "QPN") {
+		t.Errorf("bad number: %v", err)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	nics := daemontest.Start(t, 2)
+	sock := nics.Sock[0]
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ports"}, "p1"},
+		{[]string{"qps"}, "QPN"},
+		{[]string{"counters"}, "engine.RxFrames"},
+		{[]string{"sessions"}, "mrcctl"},
+		{[]string{"-json", "ports"}, `"plane": 1`},
+		{[]string{"deny", "plane", "1"}, "ok"},
+		{[]string{"allow", "ev", "0x10000001"}, "ok"},
+	} {
+		var out bytes.Buffer
+		if err := run(append([]string{"-d", sock}, tc.args...), &out); err != nil {
+			t.Fatalf("mrcctl %v: %v", tc.args, err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("mrcctl %v: output lacks %q:\n%s", tc.args, tc.want, out.String())
+		}
+	}
+	for _, bad := range [][]string{{"evs", "0x999"}, {"deny", "plane", "7"}, {"nope"}, {"deny", "x", "1"}} {
+		if err := run(append([]string{"-d", sock}, bad...), &bytes.Buffer{}); err == nil {
+			t.Errorf("mrcctl %v succeeded", bad)
+		}
+	}
+}

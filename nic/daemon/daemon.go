@@ -1,0 +1,517 @@
+// Package daemon is mrc-nicd's core: it opens one AF_XDP port per plane,
+// runs the MRC engine on one locked OS thread (frames from the ports into
+// HandlePacket, Poll's frames out to the ports, wakeups on port readiness,
+// requests and the engine's next deadline), feeds carrier changes to the
+// engine as port down/up, serves the verbs device socket (nic/service) and
+// exports Prometheus metrics.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/pathtmpl"
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/service"
+	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/xsk"
+)
+
+// Options configure New.
+type Options struct {
+	Config *config.Config
+	// Ports, when set, are used instead of opening AF_XDP ports: Ports[i]
+	// serves Config.Ports[i] (tests pass xsk.Pipe ends here).
+	Ports []xsk.Port
+	// NewEngine builds the engine; nil means the MRC engine (NewMRCEngine).
+	NewEngine func(cfg *config.Config, mem mrc.Memory) (Engine, error)
+	// NoCarrier skips the netlink carrier watchers (always for injected
+	// ports).
+	NoCarrier bool
+	Logger    *slog.Logger
+	// Capture, when set, is a pcap file that receives every frame the NIC
+	// sends and receives (on CapturePort only, when set), at most
+	// CaptureMax frames (0: 100000).
+	Capture     string
+	CapturePort string
+	CaptureMax  int
+}
+
+// Daemon is one soft NIC.
+type Daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	ports   []xsk.Port
+	planes  []int // planes[i] is the plane of ports[i]
+	byPlane [wire.MaxPlanes]int
+	eng     Engine
+	tmpl    *pathtmpl.Template // srv6: for mrcctl's path column
+	mem     *memory
+	regions *service.Regions
+	svc     *service.Service
+	metrics *http.Server
+
+	start  time.Time
+	cmds   chan func()
+	evfd   int
+	sleep  atomic.Bool // the loop is (about to be) asleep: wake it
+	fdPoll bool        // every port has a pollable fd
+
+	carriers []*xsk.Carrier
+	portUp   []atomic.Bool
+
+	// Loop-only state.
+	qps     map[wire.QPN]*qpState
+	comps   []mrc.Completion
+	deliver map[uint32][]vproto.CQE
+	txq     []portTx
+	running atomic.Bool
+	stopped chan struct{}
+	cap     *capture
+
+	c counters
+}
+
+type counters struct {
+	loops, sleeps, wakes, rxFrames, txFrames, txBacklogFull atomic.Uint64
+	postErrors, badOwner, cqes                              atomic.Uint64
+}
+
+// qpState is the daemon's view of one engine QP.
+type qpState struct {
+	owner   uint32
+	qpn     wire.QPN
+	sqDepth int
+	backlog []mrc.WR // posted while the engine's send queue was full
+	unsig   map[uint64]int
+	peer    vproto.ConnectQP
+	created time.Time
+}
+
+// maxBacklog bounds the work requests a QP may have waiting for the
+// engine's send queue; beyond it posts fail with a completion error.
+const maxBacklog = 1 << 16
+
+// New builds the daemon: opens (or takes) the ports, builds the engine and
+// listens on the device socket. Run starts it.
+func New(opts Options) (_ *Daemon, err error) {
+	cfg := opts.Config
+	if cfg == nil {
+		return nil, errors.New("daemon: no config")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
+		qps: map[wire.QPN]*qpState{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			d.closeResources()
+		}
+	}()
+	d.regions = service.NewRegions()
+	d.mem = &memory{regions: d.regions}
+	for i := range d.byPlane {
+		d.byPlane[i] = -1
+	}
+	if opts.Ports != nil {
+		if len(opts.Ports) != len(cfg.Ports) {
+			return nil, fmt.Errorf("daemon: %d injected ports for %d configured", len(opts.Ports), len(cfg.Ports))
+		}
+		d.ports = opts.Ports
+		opts.NoCarrier = true
+	} else {
+		for _, p := range cfg.Ports {
+			xc := xsk.Config{Name: p.PortName(), Ifname: p.Interface, Queue: p.Queue, Attach: attachMode(cfg.Attach),
+				Addrs: []netip.Addr{p.Address}, Logger: log}
+			if cfg.Mode == config.ModeSRv6 {
+				xc.USIDPrefixes = append(xc.USIDPrefixes, p.Locator)
+			}
+			port, err := xsk.Open(xc)
+			if err != nil {
+				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
+			}
+			d.ports = append(d.ports, port)
+		}
+	}
+	d.portUp = make([]atomic.Bool, len(d.ports))
+	d.fdPoll = true
+	for i, p := range cfg.Ports {
+		d.planes = append(d.planes, p.Plane)
+		d.byPlane[p.Plane] = i
+		d.portUp[i].Store(true)
+		if _, ok := d.ports[i].(interface{ FD() int }); !ok {
+			d.fdPoll = false
+		}
+	}
+	if d.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("daemon: eventfd: %w", err)
+	}
+	if cfg.Mode == config.ModeSRv6 {
+		d.tmpl, _ = loadTemplate(cfg.Template) // an error is the engine's to report
+	}
+	newEngine := opts.NewEngine
+	if newEngine == nil {
+		newEngine = NewMRCEngine
+	}
+	if d.eng, err = newEngine(cfg, d.mem); err != nil {
+		return nil, fmt.Errorf("daemon: engine: %w", err)
+	}
+	if opts.Capture != "" {
+		idx := -1
+		if opts.CapturePort != "" {
+			for i, p := range cfg.Ports {
+				if p.PortName() == opts.CapturePort || p.Interface == opts.CapturePort {
+					idx = i
+				}
+			}
+			if idx < 0 {
+				return nil, fmt.Errorf("daemon: capture port %q is not a configured port name or interface", opts.CapturePort)
+			}
+		}
+		max := opts.CaptureMax
+		if max <= 0 {
+			max = 100000
+		}
+		if d.cap, err = newCapture(opts.Capture, idx, max); err != nil {
+			return nil, err
+		}
+	}
+	d.txq = make([]portTx, len(d.ports))
+	for i := range d.txq {
+		d.txq[i].init(cfg.Ports[i].PacingBps)
+	}
+	if !opts.NoCarrier {
+		for i, p := range cfg.Ports {
+			ifi, err := net.InterfaceByName(p.Interface)
+			if err != nil {
+				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
+			}
+			c, err := xsk.WatchCarrier(ifi.Index, nil)
+			if err != nil {
+				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
+			}
+			d.carriers = append(d.carriers, c)
+			go d.watchCarrier(i, c)
+		}
+	}
+	d.svc = service.New(d, d.regions, log)
+	if err := d.svc.Listen(cfg.DeviceSocket); err != nil {
+		return nil, err
+	}
+	if cfg.Metrics != "" {
+		ln, err := net.Listen("tcp", cfg.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: metrics listener %s: %w", cfg.Metrics, err)
+		}
+		d.metrics = &http.Server{Handler: d.metricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = d.metrics.Serve(ln) }()
+	}
+	return d, nil
+}
+
+// Run runs the engine loop and the device socket until ctx ends, then shuts
+// down cleanly: sessions are told, QPs destroyed, ports closed.
+func (d *Daemon) Run(ctx context.Context) error {
+	go func() {
+		if err := d.svc.Serve(); err != nil {
+			d.log.Error("device socket", "err", err)
+		}
+	}()
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- d.loop(ctx) }()
+	d.log.Info("mrc-nicd running", "host", d.cfg.Host, "ports", len(d.ports), "mode", d.cfg.Mode,
+		"device_socket", d.cfg.DeviceSocket, "metrics", d.cfg.Metrics)
+	var err error
+	select {
+	case <-ctx.Done():
+		err = <-loopErr
+	case err = <-loopErr:
+	}
+	d.log.Info("mrc-nicd stopping")
+	d.running.Store(false)
+	d.svc.Close("mrc-nicd is shutting down")
+	d.closeResources()
+	return err
+}
+
+func attachMode(s string) xsk.AttachMode {
+	switch s {
+	case "native":
+		return xsk.AttachNative
+	case "generic":
+		return xsk.AttachGeneric
+	}
+	return xsk.AttachAuto
+}
+
+// Ready returns once the loop runs (tests).
+func (d *Daemon) Ready(ctx context.Context) error {
+	for !d.running.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) closeResources() {
+	if d.metrics != nil {
+		d.metrics.Close()
+	}
+	for _, c := range d.carriers {
+		c.Close()
+	}
+	for _, p := range d.ports {
+		if p != nil {
+			p.Close()
+		}
+	}
+	d.ports = nil
+	if d.evfd >= 0 {
+		unix.Close(d.evfd)
+		d.evfd = -1
+	}
+	if err := d.cap.close(); err != nil {
+		d.log.Warn("capture file", "err", err)
+	}
+	d.cap = nil
+}
+
+func (d *Daemon) now() mrc.Time { return mrc.Time(time.Since(d.start)) }
+
+func (d *Daemon) watchCarrier(i int, c *xsk.Carrier) {
+	for ev := range c.Events() {
+		up := ev.Up
+		d.portUp[i].Store(up)
+		d.log.Info("port carrier", "port", d.cfg.Ports[i].PortName(), "up", up)
+		d.enqueue(func() { d.eng.SetPortState(d.now(), wire.Plane(d.planes[i]), up) })
+	}
+}
+
+// ErrStopped is returned by requests made after the loop stopped.
+var ErrStopped = errors.New("mrc-nicd is stopping")
+
+// enqueue hands fn to the loop without waiting.
+func (d *Daemon) enqueue(fn func()) bool {
+	select {
+	case <-d.stopped:
+		return false
+	case d.cmds <- fn:
+	}
+	if d.sleep.Load() {
+		d.wake()
+	}
+	return true
+}
+
+func (d *Daemon) wake() {
+	var one = [8]byte{1}
+	_, _ = unix.Write(d.evfd, one[:])
+}
+
+// exec runs fn on the loop and waits for it.
+func (d *Daemon) exec(fn func()) error {
+	done := make(chan struct{})
+	if !d.enqueue(func() { fn(); close(done) }) {
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-d.stopped:
+		return ErrStopped
+	}
+}
+
+// loop is the engine's goroutine, on a locked OS thread.
+func (d *Daemon) loop(ctx context.Context) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(d.stopped)
+	d.running.Store(true)
+	for i, p := range d.cfg.Ports {
+		if !d.portUp[i].Load() {
+			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
+		}
+	}
+	const rxBatch = 64
+	for {
+		if ctx.Err() != nil {
+			d.running.Store(false)
+			d.shutdownQPs()
+			return nil
+		}
+		d.c.loops.Add(1)
+		work := 0
+		// Requests first: they may post work that this round sends.
+		for n := 0; n < 256; n++ {
+			select {
+			case fn := <-d.cmds:
+				fn()
+				work++
+				continue
+			default:
+			}
+			break
+		}
+		now := d.now()
+		for i, p := range d.ports {
+			plane := d.planes[i]
+			n, err := p.RecvFunc(rxBatch, func(frame []byte) {
+				d.mem.cur = 0
+				if qpn, ok := destQP(frame); ok {
+					if q := d.qps[qpn]; q != nil {
+						d.mem.cur = q.owner
+					}
+				}
+				d.cap.frame(i, frame)
+				d.eng.HandlePacket(now, wire.Plane(plane), frame)
+			})
+			if err != nil && !errors.Is(err, xsk.ErrClosed) {
+				d.log.Warn("port receive", "port", p.Name(), "err", err)
+			}
+			d.mem.cur = 0
+			d.c.rxFrames.Add(uint64(n))
+			work += n
+		}
+		work += d.feedBacklogs(now)
+		work += d.transmit(now)
+		work += d.completions()
+		if work > 0 {
+			continue
+		}
+		d.idle(ctx)
+	}
+}
+
+// transmit asks the engine for frames and sends them, pacing each port.
+func (d *Daemon) transmit(now mrc.Time) int {
+	sent := 0
+	// Paced backlogs go first, in order.
+	for i := range d.txq {
+		sent += d.txq[i].flush(d.ports[i], now, &d.c)
+	}
+	// The engine emits at most a burst of data plus queued control per
+	// Poll and cannot be told to stop, so Poll only when every queue has
+	// room for that; what still does not fit is dropped (counted) and the
+	// engine recovers it as a loss.
+	for i := range d.txq {
+		if d.txq[i].room() < pollRoom {
+			return sent
+		}
+	}
+	d.eng.Poll(now, func(port wire.Plane, frame []byte) {
+		i := -1
+		if int(port) < wire.MaxPlanes {
+			i = d.byPlane[port]
+		}
+		if i < 0 || !d.txq[i].add(frame) {
+			d.c.txBacklogFull.Add(1)
+			return
+		}
+		d.cap.frame(i, frame)
+	})
+	for i := range d.txq {
+		sent += d.txq[i].flush(d.ports[i], now, &d.c)
+	}
+	return sent
+}
+
+// idle sleeps until a port is readable, a request arrives, or the engine's
+// next deadline (or a paced port's next token).
+func (d *Daemon) idle(ctx context.Context) {
+	now := d.now()
+	dl := d.eng.NextDeadline()
+	for i := range d.txq {
+		if t := d.txq[i].next(now); t < dl {
+			dl = t
+		}
+	}
+	wait := time.Duration(dl - now)
+	if dl == mrc.Never || wait > 100*time.Millisecond {
+		wait = 100 * time.Millisecond // ctx is checked at least this often
+	}
+	if wait <= 0 {
+		return
+	}
+	d.sleep.Store(true)
+	defer d.sleep.Store(false)
+	if len(d.cmds) > 0 || ctx.Err() != nil {
+		return
+	}
+	d.c.sleeps.Add(1)
+	if !d.fdPoll {
+		// In-memory ports have no fd: wait on each in turn, briefly.
+		slice := min(wait, 200*time.Microsecond)
+		for _, p := range d.ports {
+			_ = p.Wait(slice / time.Duration(len(d.ports)))
+		}
+		return
+	}
+	fds := make([]unix.PollFd, 0, len(d.ports)+1)
+	for _, p := range d.ports {
+		_ = p.Wait(0) // kicks pending transmissions and reclaims completions
+		fds = append(fds, unix.PollFd{Fd: int32(p.(interface{ FD() int }).FD()), Events: unix.POLLIN})
+	}
+	fds = append(fds, unix.PollFd{Fd: int32(d.evfd), Events: unix.POLLIN})
+	// ppoll sleeps to the nanosecond: a millisecond poll would either
+	// oversleep engine timers or, rounded down to 0, spin and take the CPU
+	// from the applications and the peer (2 cores on a testbed VM).
+	ts := unix.NsecToTimespec(int64(wait))
+	_, _ = unix.Ppoll(fds, &ts, nil)
+	if fds[len(fds)-1].Revents != 0 {
+		var b [8]byte
+		_, _ = unix.Read(d.evfd, b[:])
+		d.c.wakes.Add(1)
+	}
+}
+
+// shutdownQPs destroys every QP so that posted work completes as flushed.
+func (d *Daemon) shutdownQPs() {
+	for qpn := range d.qps {
+		_ = d.eng.DestroyQP(qpn)
+	}
+	d.completions()
+	for owner, c := range d.deliver {
+		if len(c) > 0 {
+			d.svc.Deliver(owner, c)
+		}
+	}
+}
+
+// memory is the engine's view of registered memory: only regions of the
+// application that owns the QP the current frame is for (cur).
+type memory struct {
+	regions *service.Regions
+	cur     uint32
+}
+
+func (m *memory) Region(key uint32) (mrc.Region, bool) {
+	if m.cur == 0 {
+		return mrc.Region{}, false
+	}
+	r := m.regions.Lookup(m.cur, key)
+	if r == nil {
+		return mrc.Region{}, false
+	}
+	return mrc.Region{Base: r.Addr, Buf: r.Buf, Access: mrc.AccessRemoteWrite | mrc.AccessLocalRead}, true
+}

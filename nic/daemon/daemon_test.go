@@ -1,0 +1,320 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/daemon"
+	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+	"github.com/softmrc/softmrc/nic/verbs"
+	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/xsk"
+)
+
+// twoNICs runs two daemons joined by in-memory pipes, one per plane.
+func twoNICs(t *testing.T, planes int) (sock1, sock2 string, stop1 func()) {
+	p := daemontest.Start(t, planes)
+	return p.Sock[0], p.Sock[1], func() { p.Stop(0) }
+}
+
+type side struct {
+	dev *verbs.Device
+	qp  *verbs.QP
+	mr  *verbs.MR
+}
+
+func open(t *testing.T, sock string, size int) *side {
+	t.Helper()
+	d, err := verbs.Open(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	qp, err := d.CreateQP(verbs.QPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := d.RegMR(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &side{dev: d, qp: qp, mr: mr}
+}
+
+func addrs(d *verbs.Device) []netip.Addr {
+	var a []netip.Addr
+	for _, p := range d.Info().Ports {
+		a = append(a, p.Address)
+	}
+	return a
+}
+
+func connect(t *testing.T, a, b *side) {
+	t.Helper()
+	if err := a.qp.Connect(verbs.Remote{RemoteQPN: b.qp.QPN, RemotePSN: b.qp.PSN, RemoteAddrs: addrs(b.dev)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.qp.Connect(verbs.Remote{RemoteQPN: a.qp.QPN, RemotePSN: a.qp.PSN, RemoteAddrs: addrs(a.dev)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitCQE(t *testing.T, d *verbs.Device) verbs.Completion {
+	t.Helper()
+	var c [1]verbs.Completion
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		n, err := d.PollCQ(c[:])
+		if err != nil {
+			t.Fatalf("PollCQ: %v", err)
+		}
+		if n == 1 {
+			return c[0]
+		}
+		if _, err := d.WaitCQ(100 * time.Millisecond); err != nil {
+			t.Fatalf("WaitCQ: %v", err)
+		}
+	}
+	t.Fatal("no completion within 10 s")
+	return verbs.Completion{}
+}
+
+func fill(b []byte, seed uint32) {
+	x := seed*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+func TestWriteEndToEnd(t *testing.T) {
+	s1, s2, _ := twoNICs(t, 2)
+	const size = 1 << 20
+	a, b := open(t, s1, size), open(t, s2, size)
+	connect(t, a, b)
+	fill(a.mr.Buf, 1)
+	sizes := []uint32{0, 1, 2, 100, 2047, 2048, 2049, 65536, 300001, size}
+	off := uint64(0)
+	for i, n := range sizes {
+		if n == size {
+			off = 0
+		}
+		dst := b.mr.Addr + off
+		if err := a.qp.PostSend(verbs.Write(uint64(i), a.mr, off, n, dst, b.mr.RKey)); err != nil {
+			t.Fatal(err)
+		}
+		c := waitCQE(t, a.dev)
+		if c.Status != verbs.StatusSuccess || c.ID != uint64(i) {
+			t.Fatalf("size %d: completion %+v: %v", n, c, c.Status)
+		}
+		if !bytes.Equal(b.mr.Buf[off:off+uint64(n)], a.mr.Buf[off:off+uint64(n)]) {
+			t.Fatalf("size %d: bytes at the receiver differ from the sender's", n)
+		}
+		off += uint64(n)
+	}
+	// Write-with-Immediate: the receiver's CQ reports it after the data.
+	fill(a.mr.Buf[:5000], 9)
+	if err := a.qp.PostSend(verbs.WriteImm(77, a.mr, 0, 5000, b.mr.Addr, b.mr.RKey, 0xabcd1234)); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitCQE(t, a.dev); c.Status != verbs.StatusSuccess || c.ID != 77 {
+		t.Fatalf("sender completion %+v", c)
+	}
+	c := waitCQE(t, b.dev)
+	if c.Op != verbs.CQRecvImm || c.Imm != 0xabcd1234 || c.QPN != b.qp.QPN || c.Status != verbs.StatusSuccess {
+		t.Fatalf("receiver completion %+v, want RecvImm imm 0xabcd1234 on QP %#x", c, b.qp.QPN)
+	}
+	if !bytes.Equal(b.mr.Buf[:5000], a.mr.Buf[:5000]) {
+		t.Fatal("WriteImm bytes differ")
+	}
+}
+
+func TestManyPostsBatched(t *testing.T) {
+	s1, s2, _ := twoNICs(t, 2)
+	a, b := open(t, s1, 1<<16), open(t, s2, 1<<16)
+	connect(t, a, b)
+	fill(a.mr.Buf, 3)
+	const n = 2000 // more than the engine's send queue: the daemon queues the rest
+	wrs := make([]verbs.SendWR, n)
+	for i := range wrs {
+		off := uint64(i*32) % (1 << 16)
+		wrs[i] = verbs.Write(uint64(i), a.mr, off, 32, b.mr.Addr+off, b.mr.RKey)
+	}
+	if err := a.qp.PostSend(wrs...); err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]bool, n)
+	cs := make([]verbs.Completion, 256)
+	got := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for got < n && time.Now().Before(deadline) {
+		k, err := a.dev.PollCQ(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs[:k] {
+			if c.Status != verbs.StatusSuccess || c.ID >= n || seen[c.ID] {
+				t.Fatalf("completion %+v", c)
+			}
+			seen[c.ID] = true
+			got++
+		}
+		if k == 0 {
+			a.dev.WaitCQ(50 * time.Millisecond)
+		}
+	}
+	if got != n {
+		t.Fatalf("%d of %d completions", got, n)
+	}
+	if !bytes.Equal(a.mr.Buf[:n*32], b.mr.Buf[:n*32]) {
+		t.Fatal("receiver memory differs")
+	}
+}
+
+// completionFor waits for the completion of WR id, skipping asynchronous
+// QP-error events, which it returns too.
+func completionFor(t *testing.T, d *verbs.Device, id uint64) (c verbs.Completion, qpErr bool) {
+	t.Helper()
+	for {
+		c = waitCQE(t, d)
+		if c.Op == vproto.CQQPError {
+			qpErr = true
+			continue
+		}
+		if c.ID == id {
+			return c, qpErr
+		}
+		t.Fatalf("unexpected completion %+v", c)
+	}
+}
+
+func TestBadRequestsEndToEnd(t *testing.T) {
+	s1, s2, _ := twoNICs(t, 1)
+	zero := make([]byte, 8192)
+	for _, tc := range []struct {
+		name string
+		wr   func(a, b, other *side) (*verbs.Device, vproto.WR)
+		want verbs.Status
+	}{
+		{"unregistered rkey", func(a, b, _ *side) (*verbs.Device, vproto.WR) {
+			return a.dev, vproto.WR{Op: vproto.OpWrite, Len: 64, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey + 1}
+		}, verbs.StatusRemAccessErr},
+		{"VA out of bounds", func(a, b, _ *side) (*verbs.Device, vproto.WR) {
+			return a.dev, vproto.WR{Op: vproto.OpWrite, Len: 64, RemoteAddr: b.mr.Addr + 8190, RKey: b.mr.RKey}
+		}, verbs.StatusRemAccessErr},
+		{"rkey of another application on the target host", func(a, b, other *side) (*verbs.Device, vproto.WR) {
+			return a.dev, vproto.WR{Op: vproto.OpWrite, Len: 64, RemoteAddr: other.mr.Addr, RKey: other.mr.RKey}
+		}, verbs.StatusRemAccessErr},
+		{"unsupported opcode", func(a, b, _ *side) (*verbs.Device, vproto.WR) {
+			return a.dev, vproto.WR{Op: vproto.OpRead, Len: 64, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
+		}, verbs.StatusRemInvReqErr},
+		{"another application's QP", func(a, b, other *side) (*verbs.Device, vproto.WR) {
+			// other (on host 2) posts on a's QP number: host 2 has a QP
+			// with that number only by chance, and never owned by other.
+			w := vproto.WR{Op: vproto.OpWrite, Len: 64, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, QPN: b.qp.QPN}
+			return other.dev, w
+		}, verbs.StatusLocQPOpErr},
+		{"another application's lkey", func(a, b, other *side) (*verbs.Device, vproto.WR) {
+			return a.dev, vproto.WR{Op: vproto.OpWrite, Len: 64, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
+				LKey: b.mr.LKey, LocalAddr: b.mr.Addr}
+		}, verbs.StatusLocProtErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := open(t, s1, 8192), open(t, s2, 8192)
+			connect(t, a, b)
+			other := open(t, s2, 8192) // a second application on the target host
+			fill(a.mr.Buf, 5)
+			fill(b.mr.Buf, 6) // b's own lkey region must not be sent from
+			want := append([]byte(nil), b.mr.Buf...)
+			dev, w := tc.wr(a, b, other)
+			w.ID, w.Flags = 1234, vproto.FlagSignaled
+			if w.QPN == 0 {
+				w.QPN = a.qp.QPN
+			}
+			if w.LKey == 0 {
+				w.LKey, w.LocalAddr = a.mr.LKey, a.mr.Addr
+			}
+			if err := dev.PostRaw([]vproto.WR{w}); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := completionFor(t, dev, 1234)
+			if c.Status != tc.want {
+				t.Fatalf("completion %+v (%v), want %v", c, c.Status, tc.want)
+			}
+			if !bytes.Equal(b.mr.Buf, want) || !bytes.Equal(other.mr.Buf, zero) {
+				t.Fatal("a refused request wrote into a region")
+			}
+		})
+	}
+}
+
+func TestDaemonStopGivesClearError(t *testing.T) {
+	s1, s2, stop1 := twoNICs(t, 1)
+	a, b := open(t, s1, 4096), open(t, s2, 4096)
+	connect(t, a, b)
+	start := time.Now()
+	stop1()
+	_, err := a.dev.WaitCQ(5 * time.Second)
+	if !errors.Is(err, verbs.ErrDeviceGone) {
+		t.Fatalf("WaitCQ after the daemon stopped: %v, want ErrDeviceGone", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("took %v to notice", el)
+	}
+	if err := a.qp.PostSend(verbs.Write(1, a.mr, 0, 1, b.mr.Addr, b.mr.RKey)); !errors.Is(err, verbs.ErrDeviceGone) {
+		t.Fatalf("PostSend on a dead device: %v", err)
+	}
+	if !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("error does not say why: %v", err)
+	}
+}
+
+// A paced daemon still completes verified writes (its ports send at most
+// pacing_bps; the engine is told the same rate).
+func TestPacedPorts(t *testing.T) {
+	// daemontest has no pacing knob: build a paced pair by hand.
+	dir := t.TempDir()
+	cfgs := []*config.Config{daemontest.Config(dir, 1, 1), daemontest.Config(dir, 2, 1)}
+	a, b := xsk.NewPipe("pa", "pb", 0)
+	ports := [][]xsk.Port{{a}, {b}}
+	for i, c := range cfgs {
+		c.Ports[0].PacingBps = 200e6
+		d, err := daemon.New(daemon.Options{Config: c, Ports: ports[i], Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		if err := d.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x, y := open(t, cfgs[0].DeviceSocket, 1<<20), open(t, cfgs[1].DeviceSocket, 1<<20)
+	connect(t, x, y)
+	fill(x.mr.Buf, 11)
+	start := time.Now()
+	if err := x.qp.PostSend(verbs.Write(1, x.mr, 0, 1<<20, y.mr.Addr, y.mr.RKey)); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitCQE(t, x.dev); c.Status != verbs.StatusSuccess {
+		t.Fatalf("completion %+v", c)
+	}
+	if !bytes.Equal(x.mr.Buf, y.mr.Buf) {
+		t.Fatal("paced write: bytes differ")
+	}
+	t.Logf("1 MiB at 200 Mb/s pacing took %v (about 42 ms at the rate)", time.Since(start))
+	if st := a.Stats(); st.TxFrames < 512 {
+		t.Fatalf("port sent %d frames for 1 MiB", st.TxFrames)
+	}
+}

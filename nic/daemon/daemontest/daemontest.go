@@ -1,0 +1,125 @@
+// Package daemontest runs mrc-nicd daemons in the calling process, joined by
+// in-memory port pipes (xsk.NewPipe), for tests and examples of code above
+// the device socket (nic/verbs users, the perftest tools).
+package daemontest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/daemon"
+	"github.com/softmrc/softmrc/nic/xsk"
+)
+
+// Config is an ECMP-mode NIC config for host (1 or 2) with one port per
+// plane, its device socket in dir.
+func Config(dir string, host, planes int) *config.Config {
+	c := &config.Config{Host: fmt.Sprintf("h%d", host), Mode: config.ModeECMP, EVs: 8,
+		DeviceSocket: filepath.Join(dir, fmt.Sprintf("h%d.sock", host))}
+	for p := 0; p < planes; p++ {
+		c.Ports = append(c.Ports, config.Port{Name: fmt.Sprintf("p%d", p), Interface: fmt.Sprintf("pipe%d", p), Plane: p,
+			MAC:         config.MAC{2, 0, 0, 0, byte(host), byte(p)},
+			NeighborMAC: config.MAC{2, 0, 0, 0, byte(3 - host), byte(p)},
+			Address:     netip.MustParseAddr(fmt.Sprintf("fd00:0:%d::%d", p, host))})
+	}
+	c.SetDefaults()
+	return c
+}
+
+// Pair is two running daemons joined by one pipe per plane.
+type Pair struct {
+	Sock  [2]string
+	Pipes [2][]*xsk.PipePort
+	stop  [2]func() error
+	dir   string
+}
+
+// Stop stops daemon i (0 or 1); it is safe to call twice.
+func (p *Pair) Stop(i int) error { return p.stop[i]() }
+
+// Close stops both daemons and removes the socket folder.
+func (p *Pair) Close() error {
+	err0, err1 := p.Stop(0), p.Stop(1)
+	os.RemoveAll(p.dir)
+	if err0 != nil {
+		return err0
+	}
+	return err1
+}
+
+// Run starts two daemons with planes ports each; Close stops them.
+func Run(planes int) (*Pair, error) {
+	dir, err := os.MkdirTemp("", "mrcnic")
+	if err != nil {
+		return nil, err
+	}
+	pr := &Pair{dir: dir}
+	for i := range pr.stop {
+		pr.stop[i] = func() error { return nil }
+	}
+	for pl := 0; pl < planes; pl++ {
+		a, b := xsk.NewPipe(fmt.Sprintf("h1p%d", pl), fmt.Sprintf("h2p%d", pl), 0)
+		pr.Pipes[0] = append(pr.Pipes[0], a)
+		pr.Pipes[1] = append(pr.Pipes[1], b)
+	}
+	log := slog.New(slog.DiscardHandler)
+	for i := 0; i < 2; i++ {
+		cfg := Config(dir, i+1, planes)
+		ports := make([]xsk.Port, planes)
+		for k, p := range pr.Pipes[i] {
+			ports[k] = p
+		}
+		d, err := daemon.New(daemon.Options{Config: cfg, Ports: ports, Logger: log})
+		if err != nil {
+			pr.Close()
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = d.Ready(rctx)
+		rcancel()
+		stopped := false
+		host := i + 1
+		pr.stop[i] = func() error {
+			if stopped {
+				return nil
+			}
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				return fmt.Errorf("daemon %d: %w", host, err)
+			}
+			return nil
+		}
+		if err != nil {
+			pr.Close()
+			return nil, err
+		}
+		pr.Sock[i] = cfg.DeviceSocket
+	}
+	return pr, nil
+}
+
+// Start runs two daemons until the test ends.
+func Start(t testing.TB, planes int) *Pair {
+	t.Helper()
+	pr, err := Run(planes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pr.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return pr
+}

@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
+)
+
+// Engine is what the run loop needs of the MRC engine; *mrc.Engine is one.
+// Only the loop goroutine calls it.
+type Engine interface {
+	CreateQP(c mrc.QPConfig) (wire.QPN, error)
+	Info(qpn wire.QPN) (mrc.QPInfo, error)
+	Connect(qpn wire.QPN, remote mrc.QPInfo) error
+	DestroyQP(qpn wire.QPN) error
+	PostWrite(qpn wire.QPN, wr mrc.WR) error
+	PollCQ(dst []mrc.Completion) int
+	HandlePacket(now mrc.Time, port wire.Plane, frame []byte)
+	// Poll emits the frames due at now; emit copies them.
+	Poll(now mrc.Time, emit func(port wire.Plane, frame []byte))
+	NextDeadline() mrc.Time
+	SetPortState(now mrc.Time, port wire.Plane, up bool)
+	Deny(qpn wire.QPN, ev wire.EV) error
+	Allow(qpn wire.QPN, ev wire.EV) error
+	DenyPlane(qpn wire.QPN, plane wire.Plane) error
+	AllowPlane(qpn wire.QPN, plane wire.Plane) error
+	Snapshot(qpn wire.QPN, s *mrc.QPSnapshot) error
+	Counters() mrc.EngineCounters
+}
+
+var _ Engine = (*mrc.Engine)(nil)
+
+// EngineConfig turns the NIC config into the engine's. The template is
+// loaded in srv6 mode. Ports must cover planes 0..n-1.
+func EngineConfig(cfg *config.Config) (mrc.Config, error) {
+	ec := mrc.Config{Planes: len(cfg.Ports), MTU: cfg.MTU, Mode: mrc.SRv6}
+	if cfg.Mode == config.ModeECMP {
+		ec.Mode = mrc.ECMP
+	}
+	// The engine paces with one line rate for every port: the slowest
+	// configured one. The loop's token bucket still enforces each port's own.
+	var rate uint64
+	for _, p := range cfg.Ports {
+		if p.PacingBps > 0 && (rate == 0 || p.PacingBps < rate) {
+			rate = p.PacingBps
+		}
+	}
+	// 5 % below the bucket: the engine's pacing must be what binds, or the
+	// loop's queue grows and every packet waits in it (RTT inflation,
+	// spurious timeouts).
+	ec.PortRate = float64(rate) * 0.95 / 1e9 // bits per ns
+	if ec.PortRate > 0 {
+		// Let the engine keep 16 frames' worth of line time queued: the
+		// loop wakes with timer slack (~50 µs), longer than a frame time
+		// at testbed rates, and an emptier queue would idle the link.
+		frame := float64(cfg.MTU+256) * 8
+		ec.PortQueue = mrc.Time(16 * frame / ec.PortRate)
+	}
+	for _, p := range cfg.Ports {
+		if p.Plane >= len(cfg.Ports) {
+			return ec, fmt.Errorf("port %s is in plane %d but there are %d ports: planes must be 0..%d", p.PortName(), p.Plane, len(cfg.Ports), len(cfg.Ports)-1)
+		}
+		ec.Addrs[p.Plane] = wire.Addr128FromNetip(p.Address)
+		ec.PortMAC[p.Plane] = p.MAC
+		ec.NextHopMAC[p.Plane] = p.NeighborMAC
+	}
+	if ec.Mode == mrc.SRv6 {
+		t, err := loadTemplate(cfg.Template)
+		if err != nil {
+			return ec, fmt.Errorf("path template: %w", err)
+		}
+		ec.Template = t
+	}
+	switch cfg.CC.Algorithm {
+	case "", "default", "nscc":
+	case "none":
+		ec.CC.Disable = true
+	default:
+		return ec, fmt.Errorf("cc algorithm %q: want default (nscc) or none", cfg.CC.Algorithm)
+	}
+	ec.CC.InitCwnd = cfg.CC.InitialWindow
+	ec.CC.MaxCwnd = cfg.CC.MaxWindow
+	return ec, nil
+}
+
+// NewMRCEngine builds the MRC engine for cfg over mem, seeded from the
+// clock (a daemon is not a replayable simulation).
+func NewMRCEngine(cfg *config.Config, mem mrc.Memory) (Engine, error) {
+	ec, err := EngineConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	seed := uint64(time.Now().UnixNano())
+	return mrc.New(ec, mem, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+}

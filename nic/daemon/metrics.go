@@ -1,0 +1,122 @@
+package daemon
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// collector exports the daemon's counters. Engine state is read on the loop
+// goroutine (exec), bounded by a timeout so a wedged loop cannot hang a
+// scrape.
+type collector struct{ d *Daemon }
+
+var (
+	descPortRx      = prometheus.NewDesc("mrc_port_rx_frames_total", "Frames received on a NIC port.", []string{"port", "plane"}, nil)
+	descPortRxBytes = prometheus.NewDesc("mrc_port_rx_bytes_total", "Bytes received on a NIC port.", []string{"port", "plane"}, nil)
+	descPortTx      = prometheus.NewDesc("mrc_port_tx_frames_total", "Frames queued for transmission on a NIC port.", []string{"port", "plane"}, nil)
+	descPortTxBytes = prometheus.NewDesc("mrc_port_tx_bytes_total", "Bytes queued for transmission on a NIC port.", []string{"port", "plane"}, nil)
+	descPortDrop    = prometheus.NewDesc("mrc_port_rx_dropped_total", "Frames the kernel dropped for the AF_XDP socket (ring full, fill ring empty).", []string{"port", "plane"}, nil)
+	descPortTxFull  = prometheus.NewDesc("mrc_port_tx_full_total", "Frames the port could not take (ring or pool full).", []string{"port", "plane"}, nil)
+	descPortUp      = prometheus.NewDesc("mrc_port_up", "1 when the port has carrier and is up.", []string{"port", "plane"}, nil)
+	descEngine      = prometheus.NewDesc("mrc_engine_events_total", "Engine-wide counters.", []string{"counter"}, nil)
+	descDaemon      = prometheus.NewDesc("mrc_daemon_events_total", "Run-loop and service counters.", []string{"counter"}, nil)
+	descQPs         = prometheus.NewDesc("mrc_qps", "QPs open.", nil, nil)
+	descQPTx        = prometheus.NewDesc("mrc_qp_tx_bytes_total", "Payload bytes sent by a QP.", []string{"qpn"}, nil)
+	descQPRx        = prometheus.NewDesc("mrc_qp_rx_bytes_total", "Payload bytes received by a QP.", []string{"qpn"}, nil)
+	descQPRtx       = prometheus.NewDesc("mrc_qp_retransmits_total", "Data packets retransmitted by a QP.", []string{"qpn"}, nil)
+	descQPGoodEVs   = prometheus.NewDesc("mrc_qp_good_evs", "EVs of a QP in state GOOD.", []string{"qpn"}, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	counter := func(desc *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), l...)
+	}
+	for i, p := range d.cfg.Ports {
+		if i >= len(d.ports) {
+			break
+		}
+		s := d.ports[i].Stats()
+		l := []string{p.PortName(), strconv.Itoa(p.Plane)}
+		counter(descPortRx, s.RxFrames, l...)
+		counter(descPortRxBytes, s.RxBytes, l...)
+		counter(descPortTx, s.TxFrames, l...)
+		counter(descPortTxBytes, s.TxBytes, l...)
+		counter(descPortDrop, s.RxDropped+s.RxRingFull+s.FillEmpty, l...)
+		counter(descPortTxFull, s.TxFull, l...)
+		up := 0.0
+		if d.portUp[i].Load() {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descPortUp, prometheus.GaugeValue, up, l...)
+	}
+	for k, v := range d.daemonCounters() {
+		counter(descDaemon, v, k)
+	}
+	type qpRow struct {
+		qpn         wire.QPN
+		tx, rx, rtx uint64
+		good        int
+	}
+	var ec mrc.EngineCounters
+	var rows []qpRow
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = d.exec(func() {
+			ec = d.eng.Counters()
+			var s mrc.QPSnapshot
+			for _, q := range d.sortedQPs() {
+				s.EVs = s.EVs[:0]
+				if d.eng.Snapshot(q.qpn, &s) != nil {
+					continue
+				}
+				r := qpRow{qpn: q.qpn, tx: s.Counters.TxBytes, rx: s.Counters.RxBytes, rtx: s.Counters.TxRtx}
+				for _, e := range s.EVs {
+					if e.State == mrc.EVGood {
+						r.good++
+					}
+				}
+				rows = append(rows, r)
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		return
+	}
+	for k, v := range map[string]uint64{
+		"rx_frames": ec.RxFrames, "tx_frames": ec.TxFrames, "rx_decode_err": ec.RxDecodeErr, "rx_bad_icrc": ec.RxBadICRC,
+		"rx_unknown_qp": ec.RxUnknownQP, "rx_not_ready": ec.RxNotReady, "rx_port_down": ec.RxPortDown,
+		"rx_endpoint": ec.RxEndpoint, "rx_no_peer": ec.RxNoPeer, "ctrl_dropped": ec.CtrlDropped,
+		"tx_no_route": ec.TxNoRoute, "port_status_sent": ec.PortStatusSent, "cq_overflow": ec.CQOverflow,
+	} {
+		counter(descEngine, v, k)
+	}
+	ch <- prometheus.MustNewConstMetric(descQPs, prometheus.GaugeValue, float64(len(rows)))
+	for _, r := range rows {
+		q := r.qpn.String()
+		counter(descQPTx, r.tx, q)
+		counter(descQPRx, r.rx, q)
+		counter(descQPRtx, r.rtx, q)
+		ch <- prometheus.MustNewConstMetric(descQPGoodEVs, prometheus.GaugeValue, float64(r.good), q)
+	}
+}
+
+func (d *Daemon) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{d})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

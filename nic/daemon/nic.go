@@ -1,0 +1,576 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/service"
+	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/xsk"
+)
+
+// The Daemon is the service's NIC: every method runs its engine work on the
+// loop goroutine.
+var _ service.NIC = (*Daemon)(nil)
+
+// Info describes the device.
+func (d *Daemon) Info() vproto.DeviceInfo {
+	info := vproto.DeviceInfo{Host: d.cfg.Host, Mode: string(d.cfg.Mode), MTU: d.cfg.MTU, EVs: d.cfg.EVs,
+		MaxMsg: 1 << 31, MaxBatch: vproto.MaxBatch}
+	for i, p := range d.cfg.Ports {
+		info.Ports = append(info.Ports, vproto.PortInfo{Name: p.PortName(), Interface: p.Interface, Plane: p.Plane,
+			Address: p.Address, MAC: p.MAC.String(), Up: d.portUp[i].Load()})
+	}
+	return info
+}
+
+// CreateQP creates an engine QP owned by owner.
+func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error) {
+	if req.SQDepth < 0 || req.SQDepth > 1<<16 {
+		return vproto.QPInfo{}, fmt.Errorf("sq_depth %d: want 0..65536", req.SQDepth)
+	}
+	var info mrc.QPInfo
+	var err error
+	if e := d.exec(func() {
+		qo := d.cfg.QP
+		qc := mrc.QPConfig{NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
+			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
+		var qpn wire.QPN
+		if qpn, err = d.eng.CreateQP(qc); err != nil {
+			return
+		}
+		if info, err = d.eng.Info(qpn); err != nil {
+			_ = d.eng.DestroyQP(qpn)
+			return
+		}
+		d.qps[qpn] = &qpState{owner: owner, qpn: qpn, sqDepth: qc.SendQueue, created: time.Now()}
+	}); e != nil {
+		return vproto.QPInfo{}, e
+	}
+	if err != nil {
+		return vproto.QPInfo{}, err
+	}
+	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN)}, nil
+}
+
+// owned returns owner's QP qpn or an error naming the problem. Loop only.
+func (d *Daemon) owned(owner uint32, qpn uint32) (*qpState, error) {
+	q := d.qps[wire.QPN(qpn)]
+	if q == nil {
+		return nil, fmt.Errorf("QP %#06x does not exist", qpn)
+	}
+	if q.owner != owner {
+		d.c.badOwner.Add(1)
+		return nil, fmt.Errorf("QP %#06x: %w", qpn, service.ErrNotOwner)
+	}
+	return q, nil
+}
+
+// ConnectQP connects owner's QP to its peer.
+func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
+	if len(req.RemoteAddrs) == 0 {
+		return errors.New("connect: remote_addrs is empty: give the peer's address in every plane (DeviceInfo.Ports)")
+	}
+	if len(req.RemoteAddrs) > wire.MaxPlanes {
+		return fmt.Errorf("connect: %d remote addresses, at most %d planes", len(req.RemoteAddrs), wire.MaxPlanes)
+	}
+	if req.RemoteQPN == 0 || req.RemoteQPN > wire.QPNMask {
+		return fmt.Errorf("connect: remote QPN %#x is not a 24-bit QP number", req.RemoteQPN)
+	}
+	if len(req.EVs) > 0 && len(req.EVs) != d.cfg.EVs {
+		return fmt.Errorf("connect: an explicit EV array is not supported yet (got %d EVs); leave evs empty and the QP sprays over the device's %d EVs", len(req.EVs), d.cfg.EVs)
+	}
+	var peer mrc.QPInfo
+	peer.QPN = wire.QPN(req.RemoteQPN)
+	peer.StartPSN = wire.PSN(req.RemotePSN & wire.PSNMask)
+	for i, a := range req.RemoteAddrs {
+		if !a.IsValid() {
+			continue
+		}
+		if !a.Is6() {
+			return fmt.Errorf("connect: remote address %v for plane %d is not IPv6", a, i)
+		}
+		peer.Addrs[i] = wire.Addr128FromNetip(a)
+	}
+	var err error
+	if e := d.exec(func() {
+		var q *qpState
+		if q, err = d.owned(owner, req.QPN); err != nil {
+			return
+		}
+		// Window, WriteImm cap, MTU and transport are the same on every
+		// mrc-nicd built from this tree: take this QP's own.
+		var self mrc.QPInfo
+		if self, err = d.eng.Info(q.qpn); err != nil {
+			return
+		}
+		peer.Window, peer.MaxWImm, peer.MTU, peer.Transport = self.Window, self.MaxWImm, self.MTU, self.Transport
+		err = d.eng.Connect(q.qpn, peer)
+		if err == nil {
+			q.peer = req
+		}
+	}); e != nil {
+		return e
+	}
+	if err != nil {
+		return fmt.Errorf("connect QP %#06x: %w", req.QPN, err)
+	}
+	return nil
+}
+
+// DestroyQP destroys owner's QP; its work requests complete as flushed.
+func (d *Daemon) DestroyQP(owner uint32, qpn uint32) error {
+	var err error
+	if e := d.exec(func() {
+		var q *qpState
+		if q, err = d.owned(owner, qpn); err != nil {
+			return
+		}
+		d.destroy(q)
+	}); e != nil {
+		return e
+	}
+	return err
+}
+
+// destroy drops q; loop only.
+func (d *Daemon) destroy(q *qpState) {
+	for _, wr := range q.backlog {
+		d.fail(q.owner, uint32(q.qpn), wr.ID, vproto.StatusWRFlushErr, wr.Op, 0)
+	}
+	q.backlog = nil
+	_ = d.eng.DestroyQP(q.qpn)
+	d.completions()
+	delete(d.qps, q.qpn)
+}
+
+// CloseOwner destroys every QP of owner (its session ended).
+func (d *Daemon) CloseOwner(owner uint32) {
+	_ = d.exec(func() {
+		for _, q := range d.qps {
+			if q.owner == owner {
+				d.destroy(q)
+			}
+		}
+		delete(d.deliver, owner)
+	})
+}
+
+// Post validates and posts a batch; errors complete with a status.
+func (d *Daemon) Post(owner uint32, wrs []vproto.WR) {
+	batch := append([]vproto.WR(nil), wrs...)
+	d.enqueue(func() {
+		now := d.now()
+		for i := range batch {
+			d.post(now, owner, &batch[i])
+		}
+		d.flushDeliveries()
+	})
+}
+
+var noBytes = make([]byte, 0)
+
+func (d *Daemon) post(now mrc.Time, owner uint32, w *vproto.WR) {
+	q := d.qps[wire.QPN(w.QPN)]
+	if q == nil || q.owner != owner {
+		if q != nil {
+			d.c.badOwner.Add(1)
+		}
+		d.fail(owner, w.QPN, w.ID, vproto.StatusLocQPOpErr, mrc.Op(w.Op), 0)
+		return
+	}
+	if !w.Op.Supported() {
+		d.fail(owner, w.QPN, w.ID, vproto.StatusRemInvReqErr, mrc.Op(w.Op), 0)
+		return
+	}
+	if w.Len > 1<<31 {
+		d.fail(owner, w.QPN, w.ID, vproto.StatusLocLenErr, mrc.Op(w.Op), 0)
+		return
+	}
+	// A non-nil source tells the engine not to look the lkey up itself.
+	src := noBytes[:0:0]
+	if w.Len > 0 {
+		var err error
+		if src, err = d.regions.Local(owner, w.LKey, w.LocalAddr, w.Len); err != nil {
+			d.fail(owner, w.QPN, w.ID, vproto.StatusLocProtErr, mrc.Op(w.Op), 0)
+			return
+		}
+	}
+	op := mrc.OpWrite
+	if w.Op == vproto.OpWriteImm {
+		op = mrc.OpWriteImm
+	}
+	wr := mrc.WR{ID: w.ID, Op: op, Local: src, Len: w.Len, RemoteVA: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm,
+		LKey: w.LKey, Addr: w.LocalAddr}
+	if w.Flags&vproto.FlagSignaled == 0 {
+		if q.unsig == nil {
+			q.unsig = map[uint64]int{}
+		}
+		q.unsig[w.ID]++
+	}
+	if len(q.backlog) > 0 {
+		d.queue(q, wr)
+		return
+	}
+	d.submit(now, q, wr)
+}
+
+// submit hands wr to the engine, queueing it while the send queue is full.
+func (d *Daemon) submit(now mrc.Time, q *qpState, wr mrc.WR) bool {
+	err := d.eng.PostWrite(q.qpn, wr)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, mrc.ErrQueueFull) || errors.Is(err, mrc.ErrWImmLimit):
+		d.queue(q, wr)
+		return false
+	}
+	d.c.postErrors.Add(1)
+	st := vproto.StatusGeneralErr
+	switch {
+	case errors.Is(err, mrc.ErrQPState), errors.Is(err, mrc.ErrUnknownQP):
+		st = vproto.StatusLocQPOpErr
+	case errors.Is(err, mrc.ErrUnsupportedOp):
+		st = vproto.StatusRemInvReqErr
+	case errors.Is(err, mrc.ErrLocalAccess):
+		st = vproto.StatusLocProtErr
+	case errors.Is(err, mrc.ErrTooLarge):
+		st = vproto.StatusLocLenErr
+	}
+	d.log.Debug("post refused by the engine", "qpn", q.qpn, "wr", wr.ID, "err", err)
+	d.fail(q.owner, uint32(q.qpn), wr.ID, st, wr.Op, 0)
+	return true // consumed
+}
+
+func (d *Daemon) queue(q *qpState, wr mrc.WR) {
+	if len(q.backlog) >= maxBacklog {
+		d.fail(q.owner, uint32(q.qpn), wr.ID, vproto.StatusGeneralErr, wr.Op, 1)
+		return
+	}
+	q.backlog = append(q.backlog, wr)
+}
+
+// feedBacklogs moves queued work requests into the engine as room frees.
+func (d *Daemon) feedBacklogs(now mrc.Time) int {
+	n := 0
+	for _, q := range d.qps {
+		for len(q.backlog) > 0 {
+			wr := q.backlog[0]
+			q.backlog = q.backlog[1:]
+			if !d.submit(now, q, wr) {
+				// Put it back at the front (submit appended it at the end).
+				last := len(q.backlog) - 1
+				copy(q.backlog[1:], q.backlog[:last])
+				q.backlog[0] = wr
+				break
+			}
+			n++
+		}
+		if len(q.backlog) == 0 {
+			q.backlog = nil
+		}
+	}
+	return n
+}
+
+// fail queues an error (or success) completion for owner.
+func (d *Daemon) fail(owner, qpn uint32, id uint64, st vproto.Status, op mrc.Op, vendor uint32) {
+	cop := vproto.CQWrite
+	if op == mrc.OpWriteImm {
+		cop = vproto.CQWriteImm
+	} else if op != mrc.OpWrite {
+		cop = vproto.Opcode(op)
+	}
+	d.deliver[owner] = append(d.deliver[owner], vproto.CQE{ID: id, QPN: qpn, Status: st, Op: cop, Vendor: vendor})
+}
+
+// completions moves the engine's completions to their owners.
+func (d *Daemon) completions() int {
+	if d.comps == nil {
+		d.comps = make([]mrc.Completion, 256)
+	}
+	total := 0
+	for {
+		n := d.eng.PollCQ(d.comps)
+		for _, c := range d.comps[:n] {
+			q := d.qps[c.QPN]
+			if q == nil {
+				continue
+			}
+			cqe := vproto.CQE{QPN: uint32(c.QPN), Status: mapStatus(c.Status), Len: c.Len, Vendor: uint32(c.Status)}
+			switch c.Kind {
+			case mrc.CompSend:
+				if k := q.unsig[c.WRID]; k > 0 {
+					if k == 1 {
+						delete(q.unsig, c.WRID)
+					} else {
+						q.unsig[c.WRID] = k - 1
+					}
+					if c.Status == mrc.StatusOK {
+						continue // unsignaled: only errors complete
+					}
+				}
+				cqe.ID = c.WRID
+				cqe.Op = vproto.CQWrite
+			case mrc.CompRecvImm:
+				cqe.Op = vproto.CQRecvImm
+				cqe.Imm = c.Imm
+				cqe.SrcQP = q.peer.RemoteQPN
+			case mrc.CompQPError:
+				cqe.Op = vproto.CQQPError
+			}
+			d.deliver[q.owner] = append(d.deliver[q.owner], cqe)
+		}
+		total += n
+		if n < len(d.comps) {
+			break
+		}
+	}
+	d.flushDeliveries()
+	return total
+}
+
+func (d *Daemon) flushDeliveries() {
+	for owner, c := range d.deliver {
+		if len(c) == 0 {
+			delete(d.deliver, owner) // sessions come and go: keep no idle entries
+			continue
+		}
+		d.c.cqes.Add(uint64(len(c)))
+		d.svc.Deliver(owner, c)
+		d.deliver[owner] = c[:0]
+	}
+}
+
+func mapStatus(s mrc.Status) vproto.Status {
+	switch s {
+	case mrc.StatusOK:
+		return vproto.StatusSuccess
+	case mrc.StatusRetryExceeded, mrc.StatusNoPath:
+		return vproto.StatusRetryExcErr
+	case mrc.StatusRemoteAccess:
+		return vproto.StatusRemAccessErr
+	case mrc.StatusWImmLimit:
+		return vproto.StatusRemOpErr
+	case mrc.StatusFlushed:
+		return vproto.StatusWRFlushErr
+	case mrc.StatusRemoteInvalid:
+		return vproto.StatusRemInvReqErr
+	}
+	return vproto.StatusGeneralErr
+}
+
+// PortStatus is one row of `mrcctl ports`.
+type PortStatus struct {
+	Name      string     `json:"name"`
+	Interface string     `json:"interface"`
+	Plane     int        `json:"plane"`
+	Address   netip.Addr `json:"address"`
+	Up        bool       `json:"up"`
+	Stats     xsk.Stats  `json:"stats"`
+}
+
+// QPRow is one row of `mrcctl qps`.
+type QPRow struct {
+	QPN       uint32  `json:"qpn"`
+	Owner     uint32  `json:"owner"`
+	State     string  `json:"state"`
+	Status    string  `json:"status"`
+	RemoteQPN uint32  `json:"remote_qpn"`
+	SRTTus    float64 `json:"srtt_us"`
+	Cwnd      int     `json:"cwnd"`
+	InFlight  int     `json:"in_flight"`
+	Backlog   int     `json:"backlog"`
+	TxData    uint64  `json:"tx_data"`
+	TxRtx     uint64  `json:"tx_rtx"`
+	TxBytes   uint64  `json:"tx_bytes"`
+	RxData    uint64  `json:"rx_data"`
+	RxBytes   uint64  `json:"rx_bytes"`
+	Timeouts  uint64  `json:"timeouts"`
+	Losses    uint64  `json:"losses"`
+	EVs       int     `json:"evs"`
+	GoodEVs   int     `json:"good_evs"`
+}
+
+// EVRow is one row of `mrcctl evs QPN`.
+type EVRow struct {
+	EV       string `json:"ev"`
+	Plane    int    `json:"plane"`
+	T1       int    `json:"t1"`
+	Path     string `json:"path"`
+	State    string `json:"state"`
+	Active   bool   `json:"active"`
+	Sent     uint64 `json:"sent"`
+	Acked    uint64 `json:"acked"`
+	ECN      uint64 `json:"ecn"`
+	Trims    uint64 `json:"trims"`
+	Losses   uint64 `json:"losses"`
+	Timeouts uint64 `json:"timeouts"`
+	Probes   uint64 `json:"probes"`
+}
+
+// Counters is the answer of `mrcctl counters`.
+type Counters struct {
+	Engine  mrc.EngineCounters `json:"engine"`
+	Daemon  map[string]uint64  `json:"daemon"`
+	Ports   []PortStatus       `json:"ports"`
+	Regions int                `json:"regions"`
+	Bytes   uint64             `json:"region_bytes"`
+}
+
+// Ctl answers mrcctl.
+func (d *Daemon) Ctl(req vproto.CtlRequest) (any, error) {
+	var res any
+	var err error
+	if e := d.exec(func() { res, err = d.ctl(req) }); e != nil {
+		return nil, e
+	}
+	return res, err
+}
+
+func (d *Daemon) portStatus() []PortStatus {
+	out := make([]PortStatus, len(d.ports))
+	for i, p := range d.cfg.Ports {
+		out[i] = PortStatus{Name: p.PortName(), Interface: p.Interface, Plane: p.Plane, Address: p.Address,
+			Up: d.portUp[i].Load(), Stats: d.ports[i].Stats()}
+	}
+	return out
+}
+
+func (d *Daemon) sortedQPs() []*qpState {
+	qs := make([]*qpState, 0, len(d.qps))
+	for _, q := range d.qps {
+		qs = append(qs, q)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].qpn < qs[j].qpn })
+	return qs
+}
+
+func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
+	switch req.Cmd {
+	case "ports":
+		return d.portStatus(), nil
+	case "qps":
+		var rows []QPRow
+		var s mrc.QPSnapshot
+		for _, q := range d.sortedQPs() {
+			s.EVs = s.EVs[:0]
+			if err := d.eng.Snapshot(q.qpn, &s); err != nil {
+				continue
+			}
+			r := QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(),
+				RemoteQPN: uint32(s.Peer.QPN), SRTTus: float64(s.SRTT) / 1e3, Cwnd: s.Cwnd, InFlight: s.InFlight,
+				Backlog: len(q.backlog), TxData: s.Counters.TxData, TxRtx: s.Counters.TxRtx, TxBytes: s.Counters.TxBytes,
+				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,
+				Losses: s.Counters.Losses, EVs: len(s.EVs)}
+			for _, ev := range s.EVs {
+				if ev.State == mrc.EVGood {
+					r.GoodEVs++
+				}
+			}
+			rows = append(rows, r)
+		}
+		return rows, nil
+	case "evs":
+		q := d.qps[wire.QPN(req.QPN)]
+		if q == nil {
+			return nil, fmt.Errorf("QP %#06x does not exist (mrcctl qps lists them)", req.QPN)
+		}
+		var s mrc.QPSnapshot
+		if err := d.eng.Snapshot(q.qpn, &s); err != nil {
+			return nil, err
+		}
+		rows := make([]EVRow, 0, len(s.EVs))
+		for _, e := range s.EVs {
+			rows = append(rows, EVRow{EV: e.EV.String(), Plane: int(e.Plane), T1: int(e.EV.T1()), Path: d.pathOf(q, e.EV),
+				State: e.State.String(), Active: e.Active, Sent: e.Sent, Acked: e.Acked, ECN: e.ECN, Trims: e.Trims + e.TrimsLastHop,
+				Losses: e.Losses, Timeouts: e.Timeouts, Probes: e.Probes})
+		}
+		return rows, nil
+	case "counters":
+		n, b := d.regions.Count()
+		return Counters{Engine: d.eng.Counters(), Daemon: d.daemonCounters(), Ports: d.portStatus(), Regions: n, Bytes: b}, nil
+	case "deny", "allow":
+		qpn := mrc.AllQPs
+		if req.QPN != 0 {
+			if d.qps[wire.QPN(req.QPN)] == nil {
+				return nil, fmt.Errorf("QP %#06x does not exist (mrcctl qps lists them)", req.QPN)
+			}
+			qpn = wire.QPN(req.QPN)
+		}
+		deny := req.Cmd == "deny"
+		var err error
+		switch req.Scope {
+		case "ev":
+			if deny {
+				err = d.eng.Deny(qpn, wire.EV(req.EV))
+			} else {
+				err = d.eng.Allow(qpn, wire.EV(req.EV))
+			}
+		case "plane":
+			if req.Plane < 0 || req.Plane >= len(d.ports) {
+				return nil, fmt.Errorf("%s: plane %d: this NIC has planes 0..%d", req.Cmd, req.Plane, len(d.ports)-1)
+			}
+			if deny {
+				err = d.eng.DenyPlane(qpn, wire.Plane(req.Plane))
+			} else {
+				err = d.eng.AllowPlane(qpn, wire.Plane(req.Plane))
+			}
+		default:
+			return nil, fmt.Errorf("%s: scope %q: want ev or plane", req.Cmd, req.Scope)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", req.Cmd, err)
+		}
+		return map[string]string{"result": "ok"}, nil
+	}
+	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny or allow", req.Cmd)
+}
+
+func (d *Daemon) daemonCounters() map[string]uint64 {
+	return map[string]uint64{
+		"loops": d.c.loops.Load(), "sleeps": d.c.sleeps.Load(), "wakes": d.c.wakes.Load(),
+		"rx_frames": d.c.rxFrames.Load(), "tx_frames": d.c.txFrames.Load(), "tx_queue_full": d.c.txBacklogFull.Load(),
+		"post_errors": d.c.postErrors.Load(), "not_owner": d.c.badOwner.Load(), "cqes": d.c.cqes.Load(),
+		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
+	}
+}
+
+// pathOf names ev's path toward q's peer: the uSID list in srv6 mode.
+func (d *Daemon) pathOf(q *qpState, ev wire.EV) string {
+	if d.cfg.Mode == config.ModeECMP {
+		return fmt.Sprintf("ecmp plane %d", ev.Plane())
+	}
+	if d.tmpl == nil {
+		return ""
+	}
+	for _, a := range q.peer.RemoteAddrs {
+		if !a.IsValid() {
+			continue
+		}
+		idx, ok := d.tmpl.PeerByAddr(wire.Addr128FromNetip(a))
+		if !ok {
+			return "peer not in template"
+		}
+		ps, err := d.tmpl.Compile(idx)
+		if err != nil {
+			return err.Error()
+		}
+		var b strings.Builder
+		for i, u := range ps.USIDs(ev) {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%04x", u)
+		}
+		return b.String()
+	}
+	return ""
+}

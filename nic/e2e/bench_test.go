@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"runtime"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/xsk"
+)
+
+// inNS runs fn on a thread switched into namespace ns (sockets made there
+// stay in it).
+func inNS(tb testing.TB, ns string, fn func()) {
+	tb.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer orig.Close()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer h.Close()
+	if err := netns.Set(h); err != nil {
+		tb.Fatal(err)
+	}
+	defer netns.Set(orig)
+	fn()
+}
+
+// tcpStream measures one kernel TCP stream from h[0] to h[1] for d.
+func tcpStream(tb testing.TB, tp *topo, d time.Duration) float64 {
+	var ln net.Listener
+	addr := net.JoinHostPort(tp.h[1].addrs[0].String(), "18600")
+	inNS(tb, tp.h[1].ns, func() {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			tb.Fatal(err)
+		}
+	})
+	defer ln.Close()
+	var got atomic.Int64
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		got.Store(n)
+	}()
+	var c net.Conn
+	inNS(tb, tp.h[0].ns, func() {
+		var err error
+		if c, err = net.Dial("tcp", addr); err != nil {
+			tb.Fatal(err)
+		}
+	})
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	var sent int64
+	for time.Since(start) < d {
+		n, err := c.Write(buf)
+		sent += int64(n)
+		if err != nil {
+			break
+		}
+	}
+	el := time.Since(start)
+	c.Close()
+	return float64(sent) / el.Seconds()
+}
+
+// udpPingPong returns the typical (median) half round trip, in µs, of a
+// 2-byte kernel UDP ping-pong from h[0] to h[1].
+func udpPingPong(tb testing.TB, tp *topo, n int) float64 {
+	addr := net.JoinHostPort(tp.h[1].addrs[0].String(), "18601")
+	var srv *net.UDPConn
+	inNS(tb, tp.h[1].ns, func() {
+		a, _ := net.ResolveUDPAddr("udp", addr)
+		var err error
+		if srv, err = net.ListenUDP("udp", a); err != nil {
+			tb.Fatal(err)
+		}
+	})
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			k, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDP(buf[:k], from)
+		}
+	}()
+	var c *net.UDPConn
+	inNS(tb, tp.h[0].ns, func() {
+		a, _ := net.ResolveUDPAddr("udp", addr)
+		var err error
+		if c, err = net.DialUDP("udp", nil, a); err != nil {
+			tb.Fatal(err)
+		}
+	})
+	defer c.Close()
+	buf := make([]byte, 64)
+	var s []float64
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		c.Write([]byte{1, 2})
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(buf); err != nil {
+			continue // lost: not a sample
+		}
+		s = append(s, float64(time.Since(t0).Nanoseconds())/2e3)
+	}
+	sort.Float64s(s)
+	if len(s) == 0 {
+		tb.Fatal("UDP ping-pong: no answers")
+	}
+	return s[len(s)/2]
+}
+
+// rawXDP sends MRC data frames (2048-byte payload, as mrc-nicd sends them)
+// from h[0]'s port to h[1]'s AF_XDP port for d and returns the frames per
+// second received: the raw AF_XDP receive rate of the same frames on the
+// same path.
+func rawXDP(tb testing.TB, tp *topo, d time.Duration) (fps float64, frameLen int) {
+	var tx, rx *xsk.XDPPort
+	inNS(tb, tp.h[0].ns, func() {
+		var err error
+		if tx, err = xsk.Open(xsk.Config{Ifname: tp.ifs[0][0], NoSteer: true, RingSize: 2048}); err != nil {
+			tb.Fatal(err)
+		}
+	})
+	defer tx.Close()
+	inNS(tb, tp.h[1].ns, func() {
+		var err error
+		if rx, err = xsk.Open(xsk.Config{Ifname: tp.ifs[1][0], Addrs: tp.h[1].addrs[:1], RingSize: 4096}); err != nil {
+			tb.Fatal(err)
+		}
+	})
+	defer rx.Close()
+	c0, c1 := tp.h[0].cfg.Ports[0], tp.h[1].cfg.Ports[0]
+	p := wire.Packet{SrcMAC: c0.MAC, DstMAC: c1.MAC, Src: wire.Addr128FromNetip(c0.Address), Dst: wire.Addr128FromNetip(c1.Address),
+		DSCP: wire.DSCPTrimmable, ECN: wire.ECNECT0, EV: 0x1234, Opcode: wire.OpWriteMiddle, DestQP: 0x101, PSN: 1,
+		VA: 0x1000, RKey: 7, DMALen: 65536, Payload: make([]byte, 2048)}
+	frame := make([]byte, p.Len())
+	n, err := p.Encode(frame)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	frame = frame[:n]
+	batch := make([][]byte, 64)
+	for i := range batch {
+		batch[i] = frame
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var got atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		for ctx.Err() == nil {
+			k, _ := rx.RecvFunc(256, func([]byte) {})
+			got.Add(uint64(k))
+			if k == 0 {
+				rx.Wait(10 * time.Millisecond)
+			}
+		}
+	}()
+	runtime.LockOSThread()
+	for ctx.Err() == nil {
+		if k, _ := tx.Send(batch); k == 0 {
+			tx.Wait(0)
+		}
+	}
+	runtime.UnlockOSThread()
+	<-done
+	return float64(got.Load()) / d.Seconds(), n
+}
+
+type bwJSON struct {
+	Results []struct {
+		Average float64 `json:"BW_average"`
+	} `json:"results"`
+}
+
+type latJSON struct {
+	Results []struct {
+		Typical float64 `json:"t_typical"`
+	} `json:"results"`
+}
+
+func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := tp.h[1].tool(ctx, name, args...)
+	if err := srv.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	defer srv.Wait()
+	cmd := tp.h[0].tool(ctx, name, append(args, "--json", tp.h[1].addrs[0].String())...)
+	b, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			tb.Fatalf("%s: %v: %s", name, err, ee.Stderr)
+		}
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		tb.Fatalf("%s --json: %v: %s", name, err, b)
+	}
+}
+
+// BenchmarkNIC measures, on one fresh veth between two namespaces and in
+// one run: the raw AF_XDP receive rate of mrc-nicd's 2048-byte data frames,
+// one kernel TCP stream and a kernel UDP ping-pong (the baselines), then
+// mrc-write-bw (1 QP, 64 KiB) and mrc-write-lat (2 B) through mrc-nicd on
+// the same veth. It reports the ratios.
+//
+//	go test -run '^$' -bench NIC -benchtime 1x ./nic/e2e/   (root)
+func BenchmarkNIC(b *testing.B) {
+	requireNetns(b)
+	for i := 0; i < b.N; i++ {
+		tp := newTopoStart(b, 1, false)
+		const d = 4 * time.Second
+		fps, flen := rawXDP(b, tp, d)
+		rawGoodput := fps * 2048 // payload bytes per second at the raw frame rate
+		tcp := tcpStream(b, tp, d)
+		udpLat := udpPingPong(b, tp, 2000)
+		for _, h := range tp.h {
+			h.start(b)
+		}
+		var bw bwJSON
+		runJSON(b, tp, "mrc-write-bw", &bw, "-s", "65536", "-D", "4")
+		var lat latJSON
+		runJSON(b, tp, "mrc-write-lat", &lat, "-s", "2", "-n", "2000")
+		if len(bw.Results) != 1 || len(lat.Results) != 1 {
+			b.Fatalf("results: %+v %+v", bw, lat)
+		}
+		mrcBps := bw.Results[0].Average * (1 << 20)
+		b.ReportMetric(fps/1e6, "raw_xdp_Mpps")
+		b.ReportMetric(rawGoodput*8/1e9, "raw_xdp_payload_Gbps")
+		b.ReportMetric(tcp*8/1e9, "tcp_Gbps")
+		b.ReportMetric(mrcBps*8/1e9, "mrc_Gbps")
+		b.ReportMetric(mrcBps/rawGoodput, "mrc/raw_xdp")
+		b.ReportMetric(mrcBps/tcp, "mrc/tcp")
+		b.ReportMetric(udpLat, "udp_halfrtt_us")
+		b.ReportMetric(lat.Results[0].Typical, "mrc_lat_us")
+		b.ReportMetric(lat.Results[0].Typical/udpLat, "mrc_lat/udp")
+		fmt.Printf("frame %d B: raw AF_XDP %.3f Mpps (%.2f Gb/s payload), TCP %.2f Gb/s, mrc-write-bw %.2f Gb/s; UDP ping-pong %.1f us, mrc-write-lat %.1f us\n",
+			flen, fps/1e6, rawGoodput*8/1e9, tcp*8/1e9, mrcBps*8/1e9, udpLat, lat.Results[0].Typical)
+	}
+}

@@ -1,0 +1,186 @@
+// Package perf is the engine of mrc-write-bw and mrc-write-lat, perftest's
+// ib_write_bw and ib_write_lat for the softmrc soft NIC: the same roles
+// (server without an address, client with the server's address), the same
+// flags, the same out-of-band TCP exchange on port 18515 and the same
+// result tables, plus --verify (the server checks every byte landed) and
+// --json.
+package perf
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Kind is the test: bandwidth or latency.
+type Kind int
+
+// Tests.
+const (
+	BW Kind = iota
+	Lat
+)
+
+func (k Kind) String() string {
+	if k == Lat {
+		return "Latency"
+	}
+	return "BW"
+}
+
+// DefaultPort is perftest's out-of-band TCP port.
+const DefaultPort = 18515
+
+// DefaultDevice is the device socket used when -d is not given and
+// MRC_DEVICE is unset.
+const DefaultDevice = "/run/mrc/nic.sock"
+
+// Params are the test's options. The client's test parameters (sizes,
+// iterations, duration, QPs, depth, -b, --verify) are sent to the server,
+// which follows them, so the server may be started with defaults.
+type Params struct {
+	Kind     Kind
+	Server   string // empty: this is the server
+	Device   string
+	Port     int
+	Bind     string // server: the address to listen on
+	Size     int
+	All      bool
+	Iters    int
+	Duration int // seconds; 0 = iteration mode
+	QPs      int
+	MTU      int
+	TxDepth  int
+	Bidir    bool
+	Gbits    bool
+	Infinite bool
+	Verify   bool
+	JSON     bool
+	Unsig    bool
+
+	// OnListen, when set, is called with the server's listening address
+	// (tests listen on port 0).
+	OnListen func(addr string) `json:"-"`
+	// MaxReports bounds --run_infinitely (0: until interrupted).
+	MaxReports int
+}
+
+// sizes returns the message sizes to run.
+func (p *Params) sizes() []int {
+	if !p.All {
+		return []int{p.Size}
+	}
+	var s []int
+	for n := 2; n <= 1<<23; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+// ErrUsage is returned for bad command lines (the message says which).
+var ErrUsage = errors.New("usage")
+
+// Parse reads a perftest-style command line. Flags may come before or after
+// the server address; -x and --x are the same.
+func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
+	p := &Params{Kind: kind}
+	name := "mrc-write-bw"
+	defSize, defIters, defDepth := 65536, 5000, 128
+	if kind == Lat {
+		name, defSize, defIters, defDepth = "mrc-write-lat", 2, 1000, 1
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dev := os.Getenv("MRC_DEVICE")
+	if dev == "" {
+		dev = DefaultDevice
+	}
+	fs.StringVar(&p.Device, "d", dev, "device: mrc-nicd's device socket (env MRC_DEVICE)")
+	fs.StringVar(&p.Device, "ib-dev", dev, "same as -d")
+	fs.IntVar(&p.Port, "p", DefaultPort, "TCP port of the out-of-band exchange")
+	fs.IntVar(&p.Port, "port", DefaultPort, "same as -p")
+	fs.StringVar(&p.Bind, "bind", "", "server: address to listen on (default: every address)")
+	fs.IntVar(&p.Size, "s", defSize, "message size in bytes")
+	fs.IntVar(&p.Size, "size", defSize, "same as -s")
+	fs.BoolVar(&p.All, "a", false, "run sizes 2 .. 2^23 (powers of two)")
+	fs.BoolVar(&p.All, "all", false, "same as -a")
+	fs.IntVar(&p.Iters, "n", defIters, "iterations per size (at least 5)")
+	fs.IntVar(&p.Iters, "iters", defIters, "same as -n")
+	fs.IntVar(&p.Duration, "D", 0, "run each size for this many seconds instead of -n iterations")
+	fs.IntVar(&p.Duration, "duration", 0, "same as -D")
+	fs.IntVar(&p.QPs, "q", 1, "number of QPs")
+	fs.IntVar(&p.QPs, "qp", 1, "same as -q")
+	fs.IntVar(&p.MTU, "m", 0, "RoCE MTU; must equal mrc-nicd's (its config sets it)")
+	fs.IntVar(&p.MTU, "mtu", 0, "same as -m")
+	fs.IntVar(&p.TxDepth, "t", defDepth, "send queue depth: work requests in flight per QP")
+	fs.IntVar(&p.TxDepth, "tx-depth", defDepth, "same as -t")
+	fs.BoolVar(&p.Bidir, "b", false, "bidirectional: both sides write at once")
+	fs.BoolVar(&p.Bidir, "bidirectional", false, "same as -b")
+	fs.BoolVar(&p.Gbits, "report_gbits", false, "report Gb/sec (10^9 bit) instead of MiB/sec")
+	fs.BoolVar(&p.Infinite, "run_infinitely", false, "repeat -D (default 5 s) rounds until interrupted")
+	fs.BoolVar(&p.Verify, "verify", false, "check that every byte landed (the server reports mismatches)")
+	fs.BoolVar(&p.JSON, "json", false, "print results as JSON on stdout (the banner goes to stderr)")
+	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion")
+	fs.IntVar(&p.MaxReports, "max_reports", 0, "with --run_infinitely: stop after this many reports (0: until SIGINT)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s [options]            (server)\n       %s [options] SERVER     (client)\n\n", name, name)
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) > 1 {
+		return nil, fmt.Errorf("%w: one server address expected, got %q", ErrUsage, pos)
+	}
+	if len(pos) == 1 {
+		p.Server = pos[0]
+	}
+	return p, p.check()
+}
+
+func (p *Params) check() error {
+	var errs []string
+	if p.Size < 1 || p.Size > 1<<30 {
+		errs = append(errs, fmt.Sprintf("-s %d: want 1 .. 2^30 bytes", p.Size))
+	}
+	if p.Iters < 5 {
+		errs = append(errs, fmt.Sprintf("-n %d: at least 5 iterations", p.Iters))
+	}
+	if p.QPs < 1 || p.QPs > 256 {
+		errs = append(errs, fmt.Sprintf("-q %d: want 1..256 QPs", p.QPs))
+	}
+	if p.TxDepth < 1 || p.TxDepth > 8192 {
+		errs = append(errs, fmt.Sprintf("-t %d: want 1..8192", p.TxDepth))
+	}
+	if p.Duration < 0 {
+		errs = append(errs, fmt.Sprintf("-D %d: want seconds >= 0", p.Duration))
+	}
+	if p.Infinite && p.Duration == 0 {
+		p.Duration = 5
+	}
+	if p.Port < 0 || p.Port > 65535 {
+		errs = append(errs, fmt.Sprintf("-p %d: not a TCP port", p.Port))
+	}
+	if p.Kind == Lat && p.Bidir {
+		errs = append(errs, "-b: the latency test is a ping-pong already")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrUsage, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (p *Params) dur() time.Duration { return time.Duration(p.Duration) * time.Second }

@@ -1,0 +1,285 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+)
+
+// syncBuf is a bytes.Buffer safe for the progress goroutine.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runPair runs server and client of kind with the same arguments over two
+// in-process daemons and returns the client's stdout.
+func runPair(t *testing.T, kind Kind, planes int, args ...string) (string, string, error) {
+	t.Helper()
+	pr := daemontest.Start(t, planes)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sp, err := Parse(kind, append([]string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, args...), &syncBuf{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrc := make(chan string, 1)
+	sp.OnListen = func(a string) { addrc <- a }
+	serr := make(chan error, 1)
+	var sout syncBuf
+	go func() { serr <- Run(ctx, sp, &sout, &sout) }()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-serr:
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cp, err := Parse(kind, append([]string{"-d", pr.Sock[0], "-p", port, "127.0.0.1"}, args...), &syncBuf{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cout, cerr syncBuf
+	err = Run(ctx, cp, &cout, &cerr)
+	if e := <-serr; e != nil && err == nil {
+		t.Errorf("server: %v\n%s", e, sout.String())
+	}
+	return cout.String(), cerr.String(), err
+}
+
+var bwRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+
+func TestWriteBWVerifyAllSizes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the 2 B .. 8 MiB sweep moves ~100 MiB")
+	}
+	out, errOut, err := runPair(t, BW, 2, "-a", "-n", "5", "-t", "4", "--verify")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	t.Log("\n" + out)
+	if !strings.Contains(out, " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]") {
+		t.Fatalf("no perftest BW header:\n%s", out)
+	}
+	rows := bwRow.FindAllStringSubmatch(out, -1)
+	if len(rows) != 23 {
+		t.Fatalf("%d rows, want 23 (2 B .. 8 MiB):\n%s", len(rows), out)
+	}
+	if rows[0][1] != "2" || rows[22][1] != "8388608" || rows[0][2] != "5" {
+		t.Fatalf("rows: first %q last %q", rows[0][0], rows[22][0])
+	}
+	if !strings.Contains(out, "RDMA_Write BW Test") || !strings.Contains(out, " local address: LID 0000 QPN 0x") {
+		t.Fatalf("banner missing:\n%s", out)
+	}
+}
+
+func TestWriteBWBidirJSONGbits(t *testing.T) {
+	out, errOut, err := runPair(t, BW, 2, "-s", "4096", "-n", "200", "-q", "2", "-b", "--verify", "--json", "--report_gbits")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	var doc struct {
+		Results []BWResult `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if len(doc.Results) != 1 {
+		t.Fatalf("results: %+v", doc.Results)
+	}
+	r := doc.Results[0]
+	if r.MsgSize != 4096 || r.Iterations != 200 || r.Average <= 0 || r.Unit != "Gb/sec" || !r.Verified || r.Mismatches != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	if !strings.Contains(errOut, "RDMA_Write BW Test") {
+		t.Fatalf("banner not on stderr with --json:\n%s", errOut)
+	}
+}
+
+func TestWriteBWDuration(t *testing.T) {
+	out, errOut, err := runPair(t, BW, 1, "-s", "1024", "-D", "1", "--verify")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	rows := bwRow.FindAllStringSubmatch(out, -1)
+	if len(rows) != 1 || rows[0][3] != "0.00" || rows[0][2] == "0" {
+		t.Fatalf("duration row (peak 0.00, iterations counted):\n%s", out)
+	}
+	if !strings.Contains(out, "WARNING: BW peak won't be measured in this run.") {
+		t.Fatalf("no duration warning:\n%s", out)
+	}
+}
+
+func TestWriteBWRunInfinitelyIsBounded(t *testing.T) {
+	out, errOut, err := runPair(t, BW, 1, "-s", "512", "-D", "1", "--run_infinitely", "--max_reports", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if n := len(bwRow.FindAllString(out, -1)); n != 2 {
+		t.Fatalf("%d rows, want 2:\n%s", n, out)
+	}
+}
+
+var latRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+
+func TestWriteLat(t *testing.T) {
+	out, errOut, err := runPair(t, Lat, 2, "-s", "2", "-n", "200", "--verify")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if !strings.Contains(out, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ") {
+		t.Fatalf("no perftest LAT header:\n%s", out)
+	}
+	m := latRow.FindStringSubmatch(out)
+	if m == nil || m[1] != "2" || m[2] != "200" {
+		t.Fatalf("latency row:\n%s", out)
+	}
+}
+
+func TestWriteLatSizes(t *testing.T) {
+	out, errOut, err := runPair(t, Lat, 1, "-s", "100000", "-n", "20", "--verify")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if m := latRow.FindStringSubmatch(out); m == nil || m[1] != "100000" {
+		t.Fatalf("latency row:\n%s", out)
+	}
+}
+
+func TestParse(t *testing.T) {
+	p, err := Parse(BW, []string{"-s", "64", "server1", "--report_gbits", "-q", "2"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Server != "server1" || p.Size != 64 || !p.Gbits || p.QPs != 2 || p.Port != DefaultPort || p.Iters != 5000 || p.TxDepth != 128 {
+		t.Fatalf("%+v", p)
+	}
+	l, err := Parse(Lat, nil, &bytes.Buffer{})
+	if err != nil || l.Size != 2 || l.Iters != 1000 || l.TxDepth != 1 || l.Server != "" {
+		t.Fatalf("lat defaults %+v %v", l, err)
+	}
+	for _, bad := range [][]string{{"-n", "2"}, {"a", "b"}, {"-q", "0"}, {"-s", "0"}, {"--nope"}} {
+		if _, err := Parse(BW, bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := Parse(Lat, []string{"-b"}, &bytes.Buffer{}); err == nil {
+		t.Error("lat -b parsed")
+	}
+	if r, err := Parse(BW, []string{"--run_infinitely"}, &bytes.Buffer{}); err != nil || r.Duration != 5 {
+		t.Errorf("run_infinitely default duration: %+v %v", r, err)
+	}
+}
+
+func TestKeyRoundTrip(t *testing.T) {
+	k := key{QPN: 0x101, PSN: 0xabcdef, RKey: 0xdeadbeef, VAddr: 0x7f0000001000}
+	k2, err := parseKey(key{QPN: k.QPN, PSN: k.PSN, RKey: k.RKey, VAddr: k.VAddr, Addrs: devAddrsFor("fd00:0:0::1", "fd00:0:1::1")}.String())
+	if err != nil || k2.QPN != k.QPN || k2.PSN != k.PSN || k2.RKey != k.RKey || k2.VAddr != k.VAddr || len(k2.Addrs) != 2 {
+		t.Fatalf("%+v %v", k2, err)
+	}
+	if s := (key{QPN: 0x101, PSN: 1, RKey: 2, VAddr: 3, Addrs: devAddrsFor("fd00::1")}).String(); s != "0000:0000:000101:000001:00000002:0000000000000003:00000000:fd00::1" {
+		t.Fatalf("key format %q", s)
+	}
+	if _, err := parseKey("0000:zz"); err == nil {
+		t.Fatal("bad key parsed")
+	}
+}
+
+func TestLatStats(t *testing.T) {
+	var s []float64
+	for i := 1; i <= 100; i++ {
+		s = append(s, float64(i))
+	}
+	r := latStats(2, s)
+	// 100 samples, the top 2 dropped: 1..98.
+	if r.Min != 1 || r.Max != 98 || r.Typical != 50 || r.Avg != 49.5 || r.P99 != 98 || r.Iterations != 101 {
+		t.Fatalf("%+v", r)
+	}
+	if chex(0, 4) != "0000" || chex(0x101, 6) != "0x0101" || chex(0x7f00, 16) != "0x00000000007f00" {
+		t.Fatalf("chex: %s %s %s", chex(0, 4), chex(0x101, 6), chex(0x7f00, 16))
+	}
+}
+
+func TestPatternDiffers(t *testing.T) {
+	a, b, c := make([]byte, 64), make([]byte, 64), make([]byte, 64)
+	pattern(a, 64, 0, 0)
+	pattern(b, 64, 1, 0)
+	pattern(c, 64, 0, 1)
+	if bytes.Equal(a, b) || bytes.Equal(a, c) {
+		t.Fatal("patterns of different slots or QPs are equal")
+	}
+	d := make([]byte, 13)
+	pattern(d, 13, 0, 0)
+	if bytes.Equal(d, make([]byte, 13)) {
+		t.Fatal("pattern left bytes zero")
+	}
+}
+
+func devAddrsFor(s ...string) (out []netip.Addr) {
+	for _, x := range s {
+		out = append(out, netip.MustParseAddr(x))
+	}
+	return out
+}
+
+func TestWriteBWUnsignaled(t *testing.T) {
+	out, errOut, err := runPair(t, BW, 2, "-s", "2048", "-n", "500", "-t", "32", "--unsignaled", "--verify")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if m := bwRow.FindStringSubmatch(out); m == nil || m[2] != "500" {
+		t.Fatalf("row:\n%s", out)
+	}
+}
+
+// The server of a BW test waits on the client only; when its own daemon
+// dies it must still stop at once, saying why.
+func TestServerNoticesDeviceGone(t *testing.T) {
+	pr := daemontest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sp, _ := Parse(BW, []string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, &syncBuf{})
+	addrc := make(chan string, 1)
+	sp.OnListen = func(a string) { addrc <- a }
+	serr := make(chan error, 1)
+	go func() { serr <- Run(ctx, sp, &syncBuf{}, &syncBuf{}) }()
+	_, port, _ := net.SplitHostPort(<-addrc)
+	cp, _ := Parse(BW, []string{"-d", pr.Sock[0], "-p", port, "-D", "20", "127.0.0.1"}, &syncBuf{})
+	cerr := make(chan error, 1)
+	go func() { cerr <- Run(ctx, cp, &syncBuf{}, &syncBuf{}) }()
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	pr.Stop(1) // the server's daemon
+	select {
+	case err := <-serr:
+		if err == nil || !strings.Contains(err.Error(), "device gone") {
+			t.Fatalf("server error %v, want device gone", err)
+		}
+		t.Logf("server stopped %v after its daemon: %v", time.Since(start), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not notice its daemon stopped")
+	}
+	cancel()
+	<-cerr
+}

@@ -1,0 +1,837 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/verbs"
+)
+
+// regionCap bounds the per-QP region: sizes below it get several slots (one
+// per outstanding work request, up to -t), larger sizes one.
+const regionCap = 8 << 20
+
+// stopImm is the immediate that ends the latency responder's loop.
+const stopImm = 0xFFFFFFFF
+
+// testParams are what the client sends the server: the server follows them.
+type testParams struct {
+	Kind     Kind
+	Size     int
+	All      bool
+	Iters    int
+	Duration int
+	QPs      int
+	TxDepth  int
+	Bidir    bool
+	Verify   bool
+	Infinite bool
+	Unsig    bool
+	MTU      int
+}
+
+// result is what the server reports after each round.
+type result struct {
+	Mismatches uint64    `json:"mismatches"`
+	FirstBad   int64     `json:"first_bad"`
+	Checked    uint64    `json:"checked"`
+	Send       *sendStat `json:"send,omitempty"` // -b: the server's own direction
+	Error      string    `json:"error,omitempty"`
+}
+
+type sendStat struct {
+	Iters   []uint64 `json:"iters"` // completed per QP
+	Bytes   float64  `json:"bytes"`
+	Seconds float64  `json:"seconds"`
+	PeakBps float64  `json:"peak_bps"`
+}
+
+type qpCtx struct {
+	idx    int
+	qp     *verbs.QP
+	src    *verbs.MR
+	dst    *verbs.MR
+	remote key
+	posted uint64
+	done   uint64
+}
+
+type session struct {
+	p      *Params
+	dev    *verbs.Device
+	info   verbs.DeviceInfo
+	o      *oob
+	qps    []*qpCtx
+	byQPN  map[uint32]*qpCtx
+	out    io.Writer // tables (stdout, or io.Discard with --json)
+	diag   io.Writer // banner (stderr with --json)
+	errw   io.Writer // progress and verify failures: never mixed into a table
+	cs     []verbs.Completion
+	region int
+	// progress
+	progIters atomic.Uint64
+	progSize  atomic.Int64
+}
+
+// Run runs the test: the server when p.Server is empty, else the client.
+// The client prints the results; both print the banner. It returns an
+// error when the test could not run or --verify found wrong bytes.
+func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
+	s := &session{p: p, out: stdout, diag: stdout, byQPN: map[uint32]*qpCtx{}, cs: make([]verbs.Completion, 512), errw: stderr}
+	if p.JSON {
+		s.out, s.diag = io.Discard, stderr
+	}
+	s.dev, err = verbs.Open(p.Device)
+	if err != nil {
+		return err
+	}
+	defer s.dev.Close()
+	s.info = s.dev.Info()
+	if p.MTU != 0 && p.MTU != s.info.MTU {
+		return fmt.Errorf("-m %d: the device's MTU is %d (set mtu: in mrc-nicd's config)", p.MTU, s.info.MTU)
+	}
+	conn, err := s.connectOOB(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	s.o = newOOB(conn)
+	// Closing the connection when ctx ends unblocks every OOB read.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	// So does the device dying (a side that only waits on the peer would
+	// otherwise notice only when the peer gives up).
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-watchDone:
+				return
+			case <-t.C:
+				if s.dev.Err() != nil {
+					conn.SetDeadline(time.Now())
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		// Name the real cause when the device died under an OOB wait.
+		if err != nil && s.dev.Err() != nil && !errors.Is(err, verbs.ErrDeviceGone) {
+			err = fmt.Errorf("%w (while: %v)", s.dev.Err(), err)
+		}
+	}()
+	if err := s.handshake(); err != nil {
+		return err
+	}
+	if err := s.setupQPs(); err != nil {
+		return err
+	}
+	printBanner(s.diag, p, s.info)
+	for _, q := range s.qps {
+		printAddr(s.diag, "local", s.localKey(q))
+		printAddr(s.diag, "remote", q.remote)
+	}
+	fmt.Fprintln(s.diag, resultLine)
+	if p.Server == "" {
+		return s.serve(ctx)
+	}
+	return s.client(ctx, stdout)
+}
+
+func (s *session) connectOOB(ctx context.Context) (net.Conn, error) {
+	p := s.p
+	if p.Server == "" {
+		ln, err := net.Listen("tcp", net.JoinHostPort(p.Bind, strconv.Itoa(p.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("listen for the client on port %d: %w", p.Port, err)
+		}
+		defer ln.Close()
+		if p.OnListen != nil {
+			p.OnListen(ln.Addr().String())
+		}
+		fmt.Fprintf(s.diag, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		defer stop()
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("accept the client: %w", err)
+		}
+		return c, nil
+	}
+	addr := net.JoinHostPort(p.Server, strconv.Itoa(p.Port))
+	var d net.Dialer
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to the server at %s: %w (is the server side running?)", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *session) handshake() error {
+	o, p := s.o, s.p
+	tp := testParams{Kind: p.Kind, Size: p.Size, All: p.All, Iters: p.Iters, Duration: p.Duration, QPs: p.QPs,
+		TxDepth: p.TxDepth, Bidir: p.Bidir, Verify: p.Verify, Infinite: p.Infinite, Unsig: p.Unsig, MTU: s.info.MTU}
+	if p.Server != "" {
+		if err := o.send(protoVersion); err != nil {
+			return err
+		}
+		if err := o.expect(protoVersion); err != nil {
+			return fmt.Errorf("%w (peer is not mrc-write-bw/lat of this version)", err)
+		}
+		if err := o.sendJSON("PARAMS", tp); err != nil {
+			return err
+		}
+		var mtu int
+		line, err := o.recv()
+		if err != nil {
+			return err
+		}
+		if rest, ok := strings.CutPrefix(line, "ERROR "); ok {
+			return fmt.Errorf("server: %s", rest)
+		}
+		if _, err := fmt.Sscanf(line, "MTU %d", &mtu); err != nil {
+			return fmt.Errorf("out-of-band: expected the server's MTU, got %q", trunc(line))
+		}
+		if mtu != s.info.MTU {
+			return fmt.Errorf("MTU mismatch: local device %d, remote %d (set the same mtu: in both mrc-nicd configs)", s.info.MTU, mtu)
+		}
+		return nil
+	}
+	if err := o.expect(protoVersion); err != nil {
+		return fmt.Errorf("%w (peer is not mrc-write-bw/lat of this version)", err)
+	}
+	if err := o.send(protoVersion); err != nil {
+		return err
+	}
+	var peer testParams
+	if err := o.recvJSON("PARAMS", &peer); err != nil {
+		return err
+	}
+	if peer.Kind != p.Kind {
+		_ = o.send("ERROR the server runs the %s test, the client the %s test", p.Kind, peer.Kind)
+		return fmt.Errorf("client runs the %s test, this server the %s test", peer.Kind, p.Kind)
+	}
+	// The server follows the client's test parameters, as perftest expects
+	// both sides to be given the same ones.
+	p.Size, p.All, p.Iters, p.Duration, p.QPs, p.TxDepth = peer.Size, peer.All, peer.Iters, peer.Duration, peer.QPs, peer.TxDepth
+	p.Bidir, p.Verify, p.Infinite, p.Unsig = peer.Bidir, peer.Verify, peer.Infinite, peer.Unsig
+	if err := o.send("MTU %d", s.info.MTU); err != nil {
+		return err
+	}
+	if peer.MTU != s.info.MTU {
+		return fmt.Errorf("MTU mismatch: local device %d, remote %d (set the same mtu: in both mrc-nicd configs)", s.info.MTU, peer.MTU)
+	}
+	return nil
+}
+
+func (s *session) localKey(q *qpCtx) key {
+	return key{QPN: q.qp.QPN, PSN: q.qp.PSN, RKey: q.dst.RKey, VAddr: q.dst.Addr, Addrs: devAddrs(s.info)}
+}
+
+func (s *session) setupQPs() error {
+	p := s.p
+	maxSize := 0
+	for _, n := range p.sizes() {
+		maxSize = max(maxSize, n)
+	}
+	s.region = max(maxSize, min(maxSize*p.TxDepth, regionCap))
+	for i := 0; i < p.QPs; i++ {
+		qp, err := s.dev.CreateQP(verbs.QPConfig{SQDepth: p.TxDepth})
+		if err != nil {
+			return err
+		}
+		q := &qpCtx{idx: i, qp: qp}
+		if q.src, err = s.dev.RegMR(s.region); err != nil {
+			return err
+		}
+		if q.dst, err = s.dev.RegMR(s.region); err != nil {
+			return err
+		}
+		s.qps = append(s.qps, q)
+		s.byQPN[qp.QPN] = q
+	}
+	for _, q := range s.qps {
+		mine := s.localKey(q).String()
+		var line string
+		var err error
+		if s.p.Server != "" {
+			if err = s.o.send("%s", mine); err == nil {
+				line, err = s.o.recv()
+			}
+		} else if line, err = s.o.recv(); err == nil {
+			err = s.o.send("%s", mine)
+		}
+		if err != nil {
+			return err
+		}
+		if q.remote, err = parseKey(line); err != nil {
+			return err
+		}
+		if err := q.qp.Connect(verbs.Remote{RemoteQPN: q.remote.QPN, RemotePSN: q.remote.PSN, RemoteAddrs: q.remote.Addrs}); err != nil {
+			return err
+		}
+	}
+	// Barrier: both sides' QPs are connected before any data moves.
+	if s.p.Server != "" {
+		if err := s.o.send("READY"); err != nil {
+			return err
+		}
+		return s.o.expect("READY")
+	}
+	if err := s.o.expect("READY"); err != nil {
+		return err
+	}
+	return s.o.send("READY")
+}
+
+func (s *session) slots(size int) int {
+	if size == 0 {
+		return 1
+	}
+	return max(1, min(s.p.TxDepth, s.region/size))
+}
+
+// pattern fills b, slot slot of QP qp for message size, with deterministic
+// bytes: every (size, slot, QP) differs, so a misplaced write shows.
+func pattern(b []byte, size, slot, qp int) {
+	seed := uint64(size)*0x9E3779B97F4A7C15 ^ uint64(slot)<<32 ^ uint64(qp)<<48
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		v := (seed + uint64(i)) * 0xD6E8FEB86659FD93
+		binary.LittleEndian.PutUint64(b[i:], v^v>>32)
+	}
+	if i < len(b) {
+		v := (seed + uint64(i)) * 0xD6E8FEB86659FD93
+		var t [8]byte
+		binary.LittleEndian.PutUint64(t[:], v^v>>32)
+		copy(b[i:], t[:])
+	}
+}
+
+// prepare fills the source slots for size and, with --verify, zeroes the
+// destination so that a missing write shows.
+func (s *session) prepare(size int) {
+	for _, q := range s.qps {
+		for k := 0; k < s.slots(size); k++ {
+			pattern(q.src.Buf[k*size:(k+1)*size], size, k, q.idx)
+		}
+		if s.p.Verify {
+			clear(q.dst.Buf[:min(len(q.dst.Buf), s.slots(size)*max(size, 1))])
+		}
+		q.posted, q.done = 0, 0
+	}
+}
+
+// verify checks the destination slots the peer wrote (iters[i] messages on
+// QP i).
+func (s *session) verify(size int, iters []uint64) result {
+	var r result
+	r.FirstBad = -1
+	want := make([]byte, size)
+	for i, q := range s.qps {
+		if i >= len(iters) {
+			break
+		}
+		n := min(uint64(s.slots(size)), iters[i])
+		for k := 0; k < int(n); k++ {
+			pattern(want, size, k, q.idx)
+			got := q.dst.Buf[k*size : (k+1)*size]
+			r.Checked += uint64(size)
+			if bytes.Equal(got, want) {
+				continue
+			}
+			for j := range got {
+				if got[j] != want[j] {
+					if r.FirstBad < 0 {
+						r.FirstBad = int64(k*size + j)
+					}
+					r.Mismatches++
+				}
+			}
+		}
+	}
+	return r
+}
+
+// next returns a completion, waiting for one; it fails when the device
+// dies or ctx ends.
+func (s *session) next(ctx context.Context, spin bool) ([]verbs.Completion, error) {
+	for {
+		n, err := s.dev.PollCQ(s.cs)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			return s.cs[:n], nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if spin {
+			// A short spin keeps the latency test off the scheduler's
+			// wakeup path.
+			for i := 0; i < 2000; i++ {
+				if n, err = s.dev.PollCQ(s.cs); n > 0 || err != nil {
+					break
+				}
+			}
+			if n > 0 {
+				return s.cs[:n], nil
+			}
+		}
+		if _, err := s.dev.WaitCQ(50 * time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func completionErr(c verbs.Completion) error {
+	return fmt.Errorf("work request %#x on QP %#06x failed: %v", c.ID, c.QPN, c.Status)
+}
+
+// sendBW writes size-byte messages on every QP: iters each, or for the
+// duration; tx-depth in flight per QP.
+func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
+	p := s.p
+	nslots := s.slots(size)
+	iters := uint64(p.Iters)
+	dur := p.dur()
+	var wrs []verbs.SendWR
+	var stamps []int64
+	start := time.Now()
+	end := start.Add(dur)
+	last := start
+	for {
+		stopPosting := ctx.Err() != nil || (dur > 0 && time.Now().After(end))
+		busy := false
+		for _, q := range s.qps {
+			n := uint64(p.TxDepth) - (q.posted - q.done)
+			if dur == 0 {
+				n = min(n, iters-q.posted)
+			}
+			if stopPosting {
+				n = 0
+			}
+			if n > 0 {
+				wrs = wrs[:0]
+				for k := uint64(0); k < n; k++ {
+					it := q.posted + k
+					off := uint64(int(it%uint64(nslots)) * size)
+					w := verbs.Write(uint64(q.idx)<<40|it, q.src, off, uint32(size), q.remote.VAddr+off, q.remote.RKey)
+					w.Unsignaled = p.Unsig && k != n-1
+					wrs = append(wrs, w)
+				}
+				if err := q.qp.PostSend(wrs...); err != nil {
+					return sendStat{}, err
+				}
+				q.posted += n
+			}
+			if q.done < q.posted || (dur == 0 && q.posted < iters) {
+				busy = true
+			}
+		}
+		if !busy && (dur == 0 || stopPosting) {
+			break
+		}
+		cs, err := s.next(ctx, false)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return sendStat{}, err
+		}
+		now := time.Now()
+		for _, c := range cs {
+			q := s.byQPN[c.QPN]
+			if c.Status != verbs.StatusSuccess || q == nil {
+				return sendStat{}, completionErr(c)
+			}
+			q.done = max(q.done, c.ID&(1<<40-1)+1)
+			if dur == 0 {
+				stamps = append(stamps, now.UnixNano())
+			}
+			last = now
+			s.progIters.Add(1)
+		}
+		if err != nil {
+			// Interrupted: report what completed so far.
+			break
+		}
+	}
+	st := sendStat{Seconds: last.Sub(start).Seconds()}
+	var total uint64
+	for _, q := range s.qps {
+		st.Iters = append(st.Iters, q.done)
+		total += q.done
+	}
+	st.Bytes = float64(total) * float64(size)
+	// Peak: the best rate over any window of tx-depth × QPs completions
+	// (perftest measures the best per-message time; with a shared CQ a
+	// window is the closest equivalent).
+	if w := min(len(stamps)-1, p.TxDepth*p.QPs); w > 0 {
+		for i := 0; i+w < len(stamps); i++ {
+			if dt := stamps[i+w] - stamps[i]; dt > 0 {
+				st.PeakBps = max(st.PeakBps, float64(w)*float64(size)/(float64(dt)/1e9))
+			}
+		}
+	}
+	return st, nil
+}
+
+func (s *session) bwRow(size int, st sendStat, peer *sendStat) BWResult {
+	p := s.p
+	r := BWResult{MsgSize: size, Unit: bwUnit(p.Gbits)}
+	bytes, secs, peak := st.Bytes, st.Seconds, st.PeakBps
+	var iters uint64
+	for _, n := range st.Iters {
+		iters += n
+	}
+	msgRate := 0.0
+	if secs > 0 {
+		msgRate = float64(iters) / secs / 1e6
+	}
+	avg := 0.0
+	if secs > 0 {
+		avg = bytes / secs
+	}
+	if peer != nil && peer.Seconds > 0 {
+		var pi uint64
+		for _, n := range peer.Iters {
+			pi += n
+		}
+		avg += peer.Bytes / peer.Seconds
+		msgRate += float64(pi) / peer.Seconds / 1e6
+		peak += peer.PeakBps
+	}
+	// A window can be slower than the whole run when it is most of it;
+	// the peak is never below the average.
+	peak = max(peak, avg)
+	r.Iterations = uint64(p.Iters)
+	if p.Duration > 0 {
+		r.Iterations, peak = iters, 0
+	}
+	r.Seconds = secs
+	r.Peak, r.Average, r.MsgRate = bwValue(peak, p.Gbits), bwValue(avg, p.Gbits), msgRate
+	return r
+}
+
+// client drives the rounds and prints the table.
+func (s *session) client(ctx context.Context, stdout io.Writer) error {
+	p := s.p
+	if p.Duration > 0 && p.Kind == BW {
+		fmt.Fprintln(s.diag, "WARNING: BW peak won't be measured in this run.")
+	}
+	if p.Kind == BW {
+		printBWHeader(s.out, p.Gbits)
+	} else {
+		printLatHeader(s.out, p.Duration > 0)
+	}
+	var rows []any
+	var bad uint64
+	stopProgress := s.progress(ctx)
+	defer stopProgress()
+	sizes := p.sizes()
+	reports := 0
+	var runErr error
+	for i := 0; i < len(sizes); i++ {
+		size := sizes[i]
+		row, mism, err := s.clientRound(ctx, size)
+		if err != nil {
+			runErr = err
+			break
+		}
+		bad += mism
+		rows = append(rows, row)
+		switch r := row.(type) {
+		case BWResult:
+			printBWRow(s.out, r)
+		case LatResult:
+			printLatRow(s.out, r)
+		}
+		if mism > 0 {
+			fmt.Fprintf(s.errw, "VERIFY FAILED: %d B: %d wrong bytes\n", size, mism)
+		}
+		reports++
+		if p.Infinite && ctx.Err() == nil && (p.MaxReports == 0 || reports < p.MaxReports) {
+			i-- // same size again
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	_ = s.o.send("END")
+	_, _ = s.o.recvWithin(5 * time.Second)
+	fmt.Fprintln(s.out, resultLine)
+	if p.JSON {
+		doc := map[string]any{"test": fmt.Sprintf("RDMA_Write %s", p.Kind), "device": p.Device, "qps": p.QPs,
+			"mtu": s.info.MTU, "planes": len(s.info.Ports), "verify": p.Verify, "results": rows}
+		b, _ := json.MarshalIndent(doc, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	if runErr != nil && !(p.Infinite && errors.Is(runErr, context.Canceled)) {
+		return runErr
+	}
+	if bad > 0 {
+		return fmt.Errorf("--verify: %d bytes did not land as written", bad)
+	}
+	return nil
+}
+
+// clientRound runs one size: tell the server, run, collect its verdict.
+func (s *session) clientRound(ctx context.Context, size int) (any, uint64, error) {
+	p := s.p
+	s.prepare(size)
+	s.progSize.Store(int64(size))
+	s.progIters.Store(0)
+	if err := s.o.send("SIZE %d", size); err != nil {
+		return nil, 0, err
+	}
+	if err := s.o.expect("GO"); err != nil {
+		return nil, 0, err
+	}
+	var row any
+	var done []uint64
+	if p.Kind == BW {
+		st, err := s.sendBW(ctx, size)
+		if err != nil {
+			_ = s.o.sendJSON("DONE", []uint64{})
+			return nil, 0, err
+		}
+		done = st.Iters
+		if err := s.o.sendJSON("DONE", done); err != nil {
+			return nil, 0, err
+		}
+		var res result
+		if err := s.o.recvJSON("RESULT", &res); err != nil {
+			return nil, 0, err
+		}
+		if res.Error != "" {
+			return nil, 0, fmt.Errorf("server: %s", res.Error)
+		}
+		r := s.bwRow(size, st, res.Send)
+		mism := res.Mismatches
+		if p.Verify {
+			r.Verified = true
+			if p.Bidir && res.Send != nil {
+				mine := s.verify(size, res.Send.Iters)
+				mism += mine.Mismatches
+			}
+			r.Mismatches = mism
+		}
+		row = r
+		return row, mism, nil
+	}
+	r, err := s.pingPong(ctx, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.o.sendJSON("DONE", []uint64{r.Iterations}); err != nil {
+		return nil, 0, err
+	}
+	var res result
+	if err := s.o.recvJSON("RESULT", &res); err != nil {
+		return nil, 0, err
+	}
+	if res.Error != "" {
+		return nil, 0, fmt.Errorf("server: %s", res.Error)
+	}
+	// The server's pong writes land in this side's buffer too.
+	mism := res.Mismatches
+	if p.Verify {
+		mism += s.verify(size, []uint64{1}).Mismatches
+		r.Verified, r.Mismatches = true, mism
+	}
+	return r, mism, nil
+}
+
+// pingPong is the latency client: write-with-immediate to the server, wait
+// for its write-with-immediate back; half the round trip is one sample.
+func (s *session) pingPong(ctx context.Context, size int) (LatResult, error) {
+	p := s.p
+	q := s.qps[0]
+	var samples []float64
+	start := time.Now()
+	end := start.Add(p.dur())
+	for i := 0; ; i++ {
+		if p.Duration > 0 {
+			if time.Now().After(end) || ctx.Err() != nil {
+				break
+			}
+		} else if i >= p.Iters {
+			break
+		}
+		t0 := time.Now()
+		if err := q.qp.PostSend(verbs.WriteImm(uint64(i), q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, uint32(i))); err != nil {
+			return LatResult{}, err
+		}
+		if err := s.waitImm(ctx); err != nil {
+			return LatResult{}, err
+		}
+		samples = append(samples, float64(time.Since(t0).Nanoseconds())/2e3)
+		s.progIters.Add(1)
+	}
+	elapsed := time.Since(start)
+	// Tell the responder to stop (no answer comes).
+	if err := q.qp.PostSend(verbs.WriteImm(1<<40, q.src, 0, 0, q.remote.VAddr, q.remote.RKey, stopImm)); err != nil {
+		return LatResult{}, err
+	}
+	if p.Duration > 0 {
+		r := latStats(size, samples)
+		r.Duration, r.Iterations = true, uint64(len(samples))
+		r.TPS = float64(len(samples)) / elapsed.Seconds()
+		return r, nil
+	}
+	// perftest takes iters-1 samples (the first exchange warms up).
+	if len(samples) > 1 {
+		samples = samples[1:]
+	}
+	return latStats(size, samples), nil
+}
+
+// waitImm waits for the peer's write-with-immediate, checking this side's
+// send completions on the way.
+func (s *session) waitImm(ctx context.Context) error {
+	for {
+		cs, err := s.next(ctx, false)
+		if err != nil {
+			return err
+		}
+		got := false
+		for _, c := range cs {
+			if c.Status != verbs.StatusSuccess {
+				return completionErr(c)
+			}
+			if c.Op == verbs.CQRecvImm {
+				if got {
+					return errors.New("two immediates arrived for one ping")
+				}
+				got = true
+			}
+		}
+		if got {
+			return nil
+		}
+	}
+}
+
+// serve is the server: follow the client's rounds until END.
+func (s *session) serve(ctx context.Context) error {
+	p := s.p
+	for {
+		line, err := s.o.recvWithin(24 * time.Hour)
+		if err != nil {
+			return err
+		}
+		if line == "END" {
+			_ = s.o.send("BYE")
+			return nil
+		}
+		var size int
+		if _, err := fmt.Sscanf(line, "SIZE %d", &size); err != nil || size < 0 || size > s.region {
+			return fmt.Errorf("out-of-band: bad round %q", trunc(line))
+		}
+		s.prepare(size)
+		if err := s.o.send("GO"); err != nil {
+			return err
+		}
+		var res result
+		switch {
+		case p.Kind == Lat:
+			if err := s.respond(ctx, size); err != nil {
+				res.Error = err.Error()
+			}
+		case p.Bidir:
+			st, err := s.sendBW(ctx, size)
+			if err != nil {
+				res.Error = err.Error()
+			}
+			res.Send = &st
+		}
+		var peerDone []uint64
+		// A round lasts as long as the client says (-n, -D).
+		if err := s.o.recvJSONWithin("DONE", &peerDone, 24*time.Hour); err != nil {
+			return err
+		}
+		if p.Verify && res.Error == "" {
+			if p.Kind == Lat && len(peerDone) > 0 {
+				peerDone = []uint64{min(peerDone[0], 1)}
+			}
+			v := s.verify(size, peerDone)
+			res.Mismatches, res.FirstBad, res.Checked = v.Mismatches, v.FirstBad, v.Checked
+		}
+		if err := s.o.sendJSON("RESULT", res); err != nil {
+			return err
+		}
+		if res.Error != "" {
+			return errors.New(res.Error)
+		}
+	}
+}
+
+// respond is the latency server: answer every ping with a pong until the
+// stop immediate.
+func (s *session) respond(ctx context.Context, size int) error {
+	q := s.qps[0]
+	var n uint64
+	for {
+		cs, err := s.next(ctx, false)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.Status != verbs.StatusSuccess {
+				return completionErr(c)
+			}
+			if c.Op != verbs.CQRecvImm {
+				continue
+			}
+			if c.Imm == stopImm {
+				return nil
+			}
+			if err := q.qp.PostSend(verbs.WriteImm(n, q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, c.Imm)); err != nil {
+				return err
+			}
+			n++
+		}
+	}
+}
+
+// progress prints a line to the diagnostic stream every 2 s of a long round.
+func (s *session) progress(ctx context.Context) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fmt.Fprintf(s.errw, "# progress: %d B: %d iterations so far\n", s.progSize.Load(), s.progIters.Load())
+			}
+		}
+	}()
+	return func() { close(done) }
+}
