@@ -177,8 +177,16 @@ type CCConfig struct {
 	FairInc      float64 // fair increase, MTUs per RTT (default 1)
 	MDGain       float64 // multiplicative decrease gain (default 0.5)
 	MDFloor      float64 // least factor one decrease may apply (default 0.5)
-	TrimDecrease float64 // factor on a trim NACK, once per RTT (default 0.85)
-	Disable      bool    // fixed window = InitCwnd (for experiments)
+	TrimDecrease float64 // factor on a TRIMMED NACK (a fabric queue), once per RTT (default 1: none, the EV goes SKIP)
+	// LastHopDecrease is the factor on a TRIMMED_LASTHOP NACK (the
+	// receiver's downlink), once per RTT (default 0.7).
+	LastHopDecrease float64
+	// LastHopInc is the increase, MTUs per RTT, that replaces the
+	// proportional one for LastHopHold RTTs after a TRIMMED_LASTHOP NACK
+	// (defaults 1 and 128).
+	LastHopInc  float64
+	LastHopHold int
+	Disable     bool // fixed window = InitCwnd (for experiments)
 }
 
 // QPInfo is what the two ends of a connection exchange out of band (there is

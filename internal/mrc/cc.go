@@ -45,7 +45,16 @@ func (c *CCConfig) setDefaults(mtu int) {
 		c.MDFloor = 0.5
 	}
 	if c.TrimDecrease == 0 {
-		c.TrimDecrease = 0.85
+		c.TrimDecrease = 1
+	}
+	if c.LastHopDecrease == 0 {
+		c.LastHopDecrease = 0.7
+	}
+	if c.LastHopInc == 0 {
+		c.LastHopInc = 1
+	}
+	if c.LastHopHold == 0 {
+		c.LastHopHold = 128
 	}
 }
 
@@ -59,6 +68,7 @@ type ccState struct {
 	baseRTT  Time
 	lastDec  Time
 	lastTrim Time
+	lastHop  Time // latest TRIMMED_LASTHOP NACK (receiver-limited until LastHopHold RTTs after it)
 }
 
 func (c *ccState) init(cfg *CCConfig, mtu int) {
@@ -89,6 +99,13 @@ func (c *ccState) clamp() {
 	}
 }
 
+// receiverLimited reports whether the destination's own downlink trimmed a
+// packet of ours in the last LastHopHold RTTs: an incast, where the receiver's
+// link and not the fabric is the bottleneck.
+func (c *ccState) receiverLimited(now, srtt Time) bool {
+	return c.lastHop > 0 && now-c.lastHop < srtt*Time(c.cfg.LastHopHold)
+}
+
 // onAck applies one SACK: acked newly acknowledged bytes, ecn whether the
 // triggering packet was CE-marked, rtt the sample (0 if none), srtt the
 // smoothed RTT for the once-per-RTT limits.
@@ -111,9 +128,16 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 	case !ecn && delay < target:
 		if acked > 0 {
 			head := float64(target-delay) / float64(target)
-			if c.started {
+			switch {
+			case c.receiverLimited(now, srtt):
+				// The queue that matters is the receiver's downlink, which
+				// no switch marks and whose delay the trims cap: a
+				// proportional increase by each of N senders refills it N
+				// times as fast as it drains (docs/engine.md, incast).
+				c.cwnd += c.cfg.LastHopInc * float64(c.mtu) * float64(acked) / c.cwnd
+			case c.started:
 				c.cwnd += c.cfg.PropInc * float64(c.mtu) * float64(acked) / c.cwnd * head
-			} else {
+			default:
 				c.cwnd += float64(acked) * c.cfg.PropGain * head
 			}
 		}
@@ -132,13 +156,22 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 	c.clamp()
 }
 
-func (c *ccState) onTrim(now Time, srtt Time) {
+// onTrim applies a trim NACK: lastHop for TRIMMED_LASTHOP (the receiver's
+// downlink), else TRIMMED (a fabric queue; the EV goes SKIP as well).
+func (c *ccState) onTrim(now Time, srtt Time, lastHop bool) {
 	if c.cfg.Disable {
 		return
 	}
 	c.started = true
+	if lastHop {
+		c.lastHop = now
+	}
 	if now-c.lastTrim >= srtt {
-		c.cwnd *= c.cfg.TrimDecrease
+		if lastHop {
+			c.cwnd *= c.cfg.LastHopDecrease
+		} else {
+			c.cwnd *= c.cfg.TrimDecrease
+		}
 		c.lastTrim = now
 		c.clamp()
 	}

@@ -38,13 +38,17 @@ func (q *qp) anyUsableEV() bool {
 }
 
 // pickEV advances the rotation to the next usable EV, avoiding avoid (the
-// EV of the transmission being repeated) unless it is the only one. A SKIP
-// EV met on the way goes back to GOOD but is not used for this packet, and at
-// most one is restored per packet (MRC-PUBLIC-FACTS §1.16).
+// EV of the transmission being repeated) unless it is the only one. A GOOD
+// EV carries the packet. A SKIP EV carries a share of what a GOOD EV carries,
+// its weight w (deficit round robin: each visit adds w to its credit, a
+// credit of 1 buys a packet); marks halve w, clean acknowledgements raise it
+// back to 1 and the EV to GOOD (skipEV, unskip). When no EV has credit within
+// two passes, the SKIP EV with the most credit carries the packet rather
+// than stalling the QP.
 func (q *qp) pickEV(avoid int32) int32 {
 	n := len(q.order)
-	restored := false
 	fallback := int32(-1)
+	best := int32(-1)
 	for i := 0; i < 2*n; i++ {
 		if q.cur >= n {
 			q.shuffle()
@@ -63,14 +67,75 @@ func (q *qp) pickEV(avoid int32) int32 {
 			}
 			return idx
 		case EVSkip:
-			if !restored {
-				q.setState(idx, EVGood)
-				restored = true
+			x.credit += x.w
+			if x.credit >= 1 && idx != avoid {
+				x.credit--
+				return idx
+			}
+			if best < 0 || x.credit > q.evs[best].credit {
+				best = idx
 			}
 		}
 	}
+	if fallback < 0 && best >= 0 {
+		x := &q.evs[best]
+		x.credit = max(x.credit-1, 0)
+		return best
+	}
 	return fallback
 }
+
+// skipEV handles a congestion mark on an EV (an ECN echo, a TRIMMED NACK):
+// it goes SKIP with weight skipDecrease; a further mark multiplies the weight
+// by skipDecrease again (down to minSkipW), at most once per 5/4 srtt;
+// unskip multiplies it by skipRecover per clean acknowledgement, and at 1 the
+// EV is GOOD again.
+//
+// Why weights and not "skip one pass" (SKIP_ONCE read literally): with a
+// small EV set a pass is far shorter than the RTT the next echo needs, so
+// each mark moved one packet. In the fabric simulator's ECN balance scenario
+// (seven of eight EVs on one path) that kept 77 % of the packets on the
+// congested path and each flow at 32 % of the capacity; skips held for a
+// fixed time made the two paths' queues take turns (one full, one empty).
+// Why once per RTT: while a queue is above the ECN threshold every packet in
+// flight through it is marked, so per-mark cuts drove the weights of the
+// marked path to the floor within one RTT and the load swung whole from one
+// path to the other (antiphase queues, 34–41 % per flow); one cut per RTT
+// answers one RTT of marks with one step (46–50 % per flow). 5/4 srtt is the
+// middle of the range that met the scenario (1 to 1.5 srtt).
+func (q *qp) skipEV(idx int32) {
+	x := &q.evs[idx]
+	now := q.e.now
+	if x.state == EVGood {
+		q.setState(idx, EVSkip)
+		x.lastCut = now
+	} else if now-x.lastCut >= q.srtt*5/4 {
+		x.w = max(x.w*skipDecrease, minSkipW)
+		x.lastCut = now
+	}
+}
+
+// unskip handles an unmarked acknowledgement of a packet sent on the EV.
+func (q *qp) unskip(idx int32) {
+	x := &q.evs[idx]
+	if x.w >= 1 {
+		return
+	}
+	x.w *= skipRecover
+	if x.w >= 1 {
+		x.w = 1
+		if x.state == EVSkip {
+			q.setState(idx, EVGood)
+		}
+	}
+}
+
+// SKIP weights (skipEV, unskip).
+const (
+	skipDecrease = 0.5        // weight factor per mark
+	skipRecover  = 1 + 1.0/16 // weight factor per clean acknowledgement
+	minSkipW     = 1.0 / 64   // least weight: a SKIP EV keeps being tested
+)
 
 // gbnPick is the go-back-N path: the primary plane's single EV, or the first
 // usable plane's if the primary cannot be used (a bonded RoCE port fails
@@ -103,11 +168,18 @@ func (q *qp) setState(idx int32, s EVState) {
 		return
 	}
 	x.state = s
+	switch s {
+	case EVGood:
+		x.w = 1
+	case EVSkip:
+		x.w, x.credit = skipDecrease, 0
+	}
 	x.c.Transitions[old][s]++
 	q.stats.EVTransitions[old][s]++
 	if old == EVAssumedBad {
 		q.nBad--
 	}
+
 	if s == EVAssumedBad {
 		q.nBad++
 		x.probeOK = 0
@@ -121,41 +193,74 @@ func (q *qp) setState(idx int32, s EVState) {
 	}
 }
 
-// replace swaps an active EV for a GOOD reserve EV of the same plane. With
-// no reserve left the slot keeps the unusable EV (the rotation skips it), so
+// replace swaps an active EV for a GOOD reserve EV of the same plane:
+// preferably of the same group (plane and T1), which keeps the set's load
+// spread evenly over the T1s, unless that group is suspect (an EV of it
+// failed on a packet sent after the group's latest acknowledged one: a dead
+// link or switch, where a reserve through it would only lose more packets);
+// then a reserve of a group that is not suspect, marked borrowed so that it
+// gives the slot back when an EV of the original group recovers. With no
+// such reserve the slot keeps the unusable EV (the rotation skips it), so
 // the plane carries fewer paths rather than borrowing another plane's.
-// (Preferring a reserve EV through another T1 was tried: it made a dead link
-// cost two fewer packets but, under random loss, piled the set onto fewer
-// T1s and cut goodput at 5 % loss from 61 % to 39 % of loss-free.)
+// (Always preferring another T1 was tried: under random loss it piled the
+// set onto fewer T1s and cut goodput at 5 % loss from 61 % to 39 %.)
 func (q *qp) replace(idx int32) {
 	x := &q.evs[idx]
+	suspect := q.grps[x.grp].fails > 0
+	pick := int32(-1)
 	for j := range q.evs {
 		y := &q.evs[j]
-		if !y.active && y.plane == x.plane && y.state == EVGood {
-			y.active, y.pos = true, x.pos
-			q.order[x.pos] = int32(j)
-			x.active, x.pos = false, -1
-			return
+		if y.active || y.plane != x.plane || y.state != EVGood || q.grps[y.grp].fails > 0 {
+			continue
+		}
+		if y.grp == x.grp && !suspect {
+			pick = int32(j)
+			break
+		}
+		if pick < 0 && y.grp != x.grp {
+			pick = int32(j)
 		}
 	}
+	if pick < 0 {
+		return
+	}
+	y := &q.evs[pick]
+	y.active, y.pos = true, x.pos
+	y.borrowed = y.grp != x.grp || x.borrowed
+	q.order[x.pos] = pick
+	x.active, x.pos, x.borrowed = false, -1, false
 }
 
 // promote puts a recovered reserve EV back into a slot of its plane that
-// holds an unusable EV.
+// holds an unusable EV, else into a slot of its plane lent to another
+// group's EV (which returns to the reserve): the set goes back to its
+// original spread over the T1s.
 func (q *qp) promote(idx int32) {
 	y := &q.evs[idx]
 	if y.active || y.state != EVGood {
 		return
 	}
+	lent := int32(-1)
 	for _, o := range q.order {
 		x := &q.evs[o]
-		if x.plane == y.plane && (x.state == EVAssumedBad || x.state == EVDenied) {
-			y.active, y.pos = true, x.pos
-			q.order[x.pos] = idx
-			x.active, x.pos = false, -1
-			return
+		if x.plane != y.plane {
+			continue
+		}
+		if x.state == EVAssumedBad || x.state == EVDenied {
+			lent = o
+			break
+		}
+		if lent < 0 && x.borrowed && x.grp != y.grp {
+			lent = o
 		}
 	}
+	if lent < 0 {
+		return
+	}
+	x := &q.evs[lent]
+	y.active, y.pos, y.borrowed = true, x.pos, false
+	q.order[x.pos] = idx
+	x.active, x.pos, x.borrowed = false, -1, false
 }
 
 func (q *qp) setEVAdmin(ev wire.EV, deny bool) {
@@ -190,6 +295,37 @@ func (q *qp) evFromWire(ev wire.EV) int32 {
 // pathFailed handles evidence that an EV's path lost a packet without a trim
 // (a SACK hole or a timeout): ASSUMED_BAD at once. Losses on a plane that is
 // down (locally or at the peer) say nothing about the path and are ignored.
+//
+// pathFailedAt is the same for a packet sent at sent: when nothing sent
+// through the EV's group at or after it has been acknowledged, the group
+// counts the failure, and at groupFails such failures (distinct EVs) every
+// other EV of the group, active or reserve, is ASSUMED_BAD too: a dead T0–T1
+// link or a hung T1 is then left after the second EV instead of after each
+// EV has lost its own packets, and no reserve through it is swapped in.
+// Under random loss a later packet through the group is nearly always
+// acknowledged before a loss is declared, so this does not fire there.
+func (q *qp) pathFailedAt(idx int32, sent Time) {
+	if idx < 0 || q.cfg.Transport == GoBackN {
+		return
+	}
+	x := &q.evs[idx]
+	if !q.planeOK(x.plane) || x.state == EVDenied {
+		return
+	}
+	g := &q.grps[x.grp]
+	if sent > g.lastAckSent && x.state != EVAssumedBad {
+		g.fails++
+	}
+	q.setState(idx, EVAssumedBad)
+	if g.fails >= groupFails {
+		for j := range q.evs {
+			if y := &q.evs[j]; y.grp == x.grp && (y.state == EVGood || y.state == EVSkip) {
+				q.setState(int32(j), EVAssumedBad)
+			}
+		}
+	}
+}
+
 func (q *qp) pathFailed(idx int32) {
 	if idx < 0 || q.cfg.Transport == GoBackN {
 		return

@@ -72,6 +72,20 @@ func TestBlackholedPath(t *testing.T) {
 			t.Errorf("EV %v went ASSUMED_BAD %d ns after its first packet into the dead link: more than 3 RTTs (%d ns)", ev, b-ts, 3*srtt)
 		}
 	}
+	// The group (plane 0, T1 1) is condemned as a whole: every EV of it,
+	// reserve EVs too, goes ASSUMED_BAD, and no reserve EV through the dead
+	// link is swapped in and used.
+	for _, e := range atFault.EVs {
+		if !dead(e.EV) {
+			continue
+		}
+		if _, ok := badAt[e.EV]; !ok {
+			t.Errorf("EV %v (active %v) of the dead group never went ASSUMED_BAD", e.EV, e.Active)
+		}
+		if _, used := firstSent[e.EV]; used && !e.Active && e.State == EVGood {
+			t.Errorf("reserve EV %v through the dead link was swapped in and used", e.EV)
+		}
+	}
 	var lost, inflight uint64
 	for _, e := range s.EVs {
 		if dead(e.EV) {

@@ -336,37 +336,56 @@ func TestSkipRotation(t *testing.T) {
 	for i := range q.order {
 		q.setState(q.order[i], EVSkip)
 	}
-	// Every EV is SKIP: each pick restores exactly one (and, with nothing
-	// else usable, sends on it rather than stalling); none is used while SKIP.
-	for k := 0; k < len(q.order); k++ {
-		before := q.stats.EVTransitions[EVSkip][EVGood]
+	// Every EV is SKIP: picks never stall, and the weights share the
+	// packets out (no EV is left out).
+	used := map[int32]int{}
+	for k := 0; k < 8*len(q.order); k++ {
 		idx := q.pickEV(-1)
 		if idx < 0 {
 			t.Fatal("stalled with SKIP EVs available")
 		}
-		if got := q.stats.EVTransitions[EVSkip][EVGood] - before; got != 1 {
-			t.Fatalf("pick %d restored %d SKIP EVs, want 1", k, got)
-		}
-		q.setState(idx, EVSkip) // as if its SACK said SKIP_ONCE again
+		used[idx]++
 	}
-	// A SKIP EV among GOOD ones is passed over once, then back in use.
+	if len(used) != len(q.order) {
+		t.Errorf("all-SKIP set: used %d of %d EVs (%v)", len(used), len(q.order), used)
+	}
+	// A SKIP EV among GOOD ones carries about its weight's share (½ after
+	// one mark, ¼ after two) of what a GOOD EV carries.
 	for i := range q.order {
 		q.setState(q.order[i], EVGood)
 	}
 	skipped := q.order[(q.cur+1)%len(q.order)]
-	q.setState(skipped, EVSkip)
-	seen := 0
-	for k := 0; k < 2*len(q.order); k++ {
+	q.srtt = 10 * Microsecond
+	q.skipEV(skipped)
+	q.e.now += q.srtt // marks within 5/4 RTT of a cut echo the same queue: no second cut
+	q.skipEV(skipped)
+	if w := q.evs[skipped].w; w != skipDecrease {
+		t.Fatalf("two marks within an RTT: weight %v, want %v", w, skipDecrease)
+	}
+	q.e.now += q.srtt
+	q.skipEV(skipped)
+	const rounds = 64
+	counts := map[int32]int{}
+	for k := 0; k < rounds*len(q.order); k++ {
 		idx := q.pickEV(-1)
-		if idx == skipped {
-			seen++
-		}
-		if q.evs[idx].state != EVGood {
+		counts[idx]++
+		if idx != skipped && q.evs[idx].state != EVGood {
 			t.Fatalf("picked a %v EV", q.evs[idx].state)
 		}
 	}
-	if seen == 0 || q.evs[skipped].state != EVGood {
-		t.Errorf("SKIP EV not restored by the rotation (used %d times, %v)", seen, q.evs[skipped].state)
+	good := counts[q.order[0]]
+	if q.order[0] == skipped {
+		good = counts[q.order[1]]
+	}
+	if got := counts[skipped]; 4*got < good*3/4 || 4*got > good*5/4 {
+		t.Errorf("SKIP EV at weight ¼ carried %d packets, a GOOD one %d", got, good)
+	}
+	// Clean acknowledgements raise the weight back to 1: GOOD again.
+	for k := 0; k < 64 && q.evs[skipped].state == EVSkip; k++ {
+		q.unskip(skipped)
+	}
+	if q.evs[skipped].state != EVGood || q.evs[skipped].w != 1 {
+		t.Errorf("SKIP EV not restored by clean ACKs: %v, weight %v", q.evs[skipped].state, q.evs[skipped].w)
 	}
 	checkTransitions(t, h.snap(0))
 }

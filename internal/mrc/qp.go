@@ -24,6 +24,7 @@ const (
 	minReorder        = 4 * Microsecond
 	maxProbes         = 64
 	revPerPlane       = 2
+	groupFails        = 2 // failures after the group's last ACK that condemn the group
 )
 
 func (c *QPConfig) setDefaults() error {
@@ -100,7 +101,24 @@ type evEntry struct {
 	probeOK   int
 	probeOut  bool
 	nextProbe Time
+	w         float64 // share of a GOOD EV's packets it carries (1 when GOOD)
+	credit    float64 // deficit round robin credit while SKIP
+	lastCut   Time    // when its weight was last cut (at most once per RTT)
+	grp       int32   // index in qp.grps: EVs with the same plane and T1
+	borrowed  bool    // active in a slot whose EV belonged to another group
 	c         EVCounters
+}
+
+// evGroup is the EVs of a QP that share a plane and a T1 field, i.e. the
+// same T0 uplink and T1 (in SRv6 mode: the same first hops). A dead link or
+// switch kills the whole group at once, so evidence against one EV of it is
+// evidence against all of them when nothing sent through the group since
+// has been acknowledged.
+type evGroup struct {
+	plane       wire.Plane
+	t1          uint8
+	lastAckSent Time // latest send time of a packet acknowledged through the group
+	fails       int  // EVs failed on packets sent after lastAckSent
 }
 
 // txMsg is a posted WR.
@@ -190,6 +208,7 @@ type qp struct {
 	// EV set
 	evs           []evEntry
 	evIdx         map[wire.EV]int32
+	grps          []evGroup
 	order         []int32
 	cur           int
 	nBad          int
@@ -265,6 +284,7 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 	} else {
 		q.generateEVs(planes, per, res, p)
 	}
+	q.groupEVs()
 	for i := range q.evs {
 		if q.evs[i].active {
 			q.evs[i].pos = int32(len(q.order))
@@ -322,7 +342,25 @@ func (q *qp) generateEVs(planes []wire.Plane, per, res int, p *peer) {
 			}
 			idx := int32(len(q.evs))
 			q.evIdx[ev] = idx
-			q.evs = append(q.evs, evEntry{ev: ev, plane: pl, active: k < per, pos: -1})
+			q.evs = append(q.evs, evEntry{ev: ev, plane: pl, active: k < per, pos: -1, w: 1})
+		}
+	}
+}
+
+// groupEVs sorts the EV set into groups by plane and T1 field.
+func (q *qp) groupEVs() {
+	for i := range q.evs {
+		x := &q.evs[i]
+		x.grp = -1
+		for g := range q.grps {
+			if q.grps[g].plane == x.plane && q.grps[g].t1 == x.ev.T1() {
+				x.grp = int32(g)
+				break
+			}
+		}
+		if x.grp < 0 {
+			x.grp = int32(len(q.grps))
+			q.grps = append(q.grps, evGroup{plane: x.plane, t1: x.ev.T1()})
 		}
 	}
 }
@@ -344,7 +382,7 @@ func (q *qp) explicitEVs(mask uint32) error {
 			return configErr("EV %v listed twice", ev)
 		}
 		q.evIdx[ev] = int32(len(q.evs))
-		q.evs = append(q.evs, evEntry{ev: ev, plane: ev.Plane(), active: i < len(q.cfg.EVs), pos: -1})
+		q.evs = append(q.evs, evEntry{ev: ev, plane: ev.Plane(), active: i < len(q.cfg.EVs), pos: -1, w: 1})
 	}
 	return nil
 }

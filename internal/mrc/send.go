@@ -206,7 +206,7 @@ func (q *qp) runTimers(now Time) {
 		if pk.ev >= 0 {
 			q.evs[pk.ev].c.Timeouts++
 		}
-		q.pathFailed(pk.ev)
+		q.pathFailedAt(pk.ev, pk.sentAt)
 		if q.cfg.Transport == GoBackN {
 			q.goBack(q.sndUna)
 		} else {
@@ -250,7 +250,11 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 		pk.flags &^= pktInFlight
 	}
 	if pk.ev >= 0 {
-		q.evs[pk.ev].c.Acked++
+		x := &q.evs[pk.ev]
+		x.c.Acked++
+		if g := &q.grps[x.grp]; pk.sentAt > g.lastAckSent {
+			g.lastAckSent, g.fails = pk.sentAt, 0
+		}
 	}
 	if pk.sentAt > *rack {
 		*rack = pk.sentAt
@@ -289,9 +293,9 @@ func (q *qp) handleSACK(p *wire.Packet) {
 			switch s.M {
 			case wire.MSkipOnce:
 				q.evs[idx].c.ECN++
-				if q.evs[idx].state == EVGood {
-					q.setState(idx, EVSkip)
-				}
+				q.skipEV(idx)
+			case wire.MNone:
+				q.unskip(idx)
 			case wire.MAlwaysSkip:
 				q.pathFailed(idx)
 			}
@@ -347,7 +351,7 @@ func (q *qp) reorderWindow() Time {
 	if q.cfg.ReorderWindow > 0 {
 		return q.cfg.ReorderWindow
 	}
-	return max(q.srtt/2+4*q.rttvar, minReorder)
+	return max(3*q.srtt/4+4*q.rttvar, minReorder)
 }
 
 // detectLoss declares lost every in-flight packet sent more than the reorder
@@ -368,7 +372,7 @@ func (q *qp) detectLoss(rack Time) {
 			if pk.ev >= 0 {
 				q.evs[pk.ev].c.Losses++
 			}
-			q.pathFailed(pk.ev)
+			q.pathFailedAt(pk.ev, pk.sentAt)
 			q.markLost(psn, pk)
 		} else if pk.tries == 0 {
 			// First transmissions go out in PSN order: none later is older.
@@ -422,16 +426,16 @@ func (q *qp) handleNACK(p *wire.Packet) {
 	case wire.NackTrimmed:
 		if idx >= 0 {
 			q.evs[idx].c.Trims++
-			if q.evs[idx].state == EVGood && q.cfg.Transport == MRC {
-				q.setState(idx, EVSkip)
+			if q.cfg.Transport == MRC && (q.evs[idx].state == EVGood || q.evs[idx].state == EVSkip) {
+				q.skipEV(idx)
 			}
 		}
-		q.peer.cc.onTrim(q.e.now, q.srtt)
+		q.peer.cc.onTrim(q.e.now, q.srtt, false)
 	case wire.NackTrimmedLastHop:
 		if idx >= 0 {
 			q.evs[idx].c.TrimsLastHop++
 		}
-		q.peer.cc.onTrim(q.e.now, q.srtt)
+		q.peer.cc.onTrim(q.e.now, q.srtt, true)
 	default:
 		q.stats.Retries++
 	}
