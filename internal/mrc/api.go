@@ -96,6 +96,21 @@ type Config struct {
 	AckEvery int
 	AckDelay Time
 
+	// AlwaysSkipMarks is the responder's ALWAYS_SKIP threshold: when this
+	// many consecutive data packets of one EV arrive CE-marked, spread over
+	// at least one RTT, the SACK for the last one carries M=ALWAYS_SKIP (the
+	// path is persistently congested; the sender takes the EV out of the
+	// rotation and probes it back). Default 128; negative: never. (32
+	// fired on the ordinary congestion of the fabric simulator's ECN
+	// balance scenario and cut its flows to 30–38 % of the capacity.)
+	AlwaysSkipMarks int
+	// TransportACK makes the responder also send a RoCEv2 Transport ACK
+	// (opcode 0xD1, AETH syndrome 0x1F, BTH PSN = cumulative ack, MSN =
+	// messages completed) for every data packet with AckReq, for
+	// compatibility with RoCE tooling. Off by default: SACKs carry all of
+	// it, and the ACK doubles the control packets of small messages.
+	TransportACK bool
+
 	// PortRate is each port's line rate in bits per nanosecond (100 =
 	// 100 Gb/s); 0 means unlimited. When set, the engine sends on a port only
 	// while its backlog is under PortQueue (default 2 µs of line time): the
@@ -103,6 +118,11 @@ type Config struct {
 	// keeps the NIC's own queue out of the RTT.
 	PortRate  float64
 	PortQueue Time
+	// PortRates, when an entry is non-zero, is that plane's port rate
+	// (bits per ns) instead of PortRate: ports of different speeds, or a
+	// testbed's per-port pacing. Zero entries take PortRate; Config()
+	// reports the resulting rate of every plane.
+	PortRates [wire.MaxPlanes]float64
 
 	// MaxBurst bounds the data packets one Poll emits (default 64), so that
 	// a run loop interleaves receiving with sending.
@@ -132,14 +152,18 @@ type QPConfig struct {
 	MaxWImm int
 	// SendQueue is the capacity of posted, uncompleted work requests (default 1024).
 	SendQueue int
-	// AckTimeout is the per-packet ACK timeout before any RTT sample and
-	// the ceiling of the adaptive one, clamp(srtt+4·rttvar, MinRTO,
-	// AckTimeout) (default 500 µs). Exponential mode doubles it per retry up
-	// to MaxAckTimeout.
-	AckTimeout    Time
-	MinRTO        Time // default 20 µs
-	MaxAckTimeout Time // exponential ceiling (default 64 × AckTimeout)
+	// The per-packet ACK timeout (RTO) is adaptive by default:
+	// clamp(srtt + 4·rttvar + srtt, MinRTO, MaxRTO) once an RTT
+	// sample exists, AckTimeout before; a retry multiplies it by 2 per
+	// earlier try (TimeoutExponential, default) up to MaxAckTimeout, or
+	// keeps it (TimeoutLinear). FixedRTO uses AckTimeout as the base always
+	// (the spec's fixed ack_timeout). docs/engine.md explains the choice.
+	AckTimeout    Time // initial RTO, and the base with FixedRTO (default 1 ms)
+	MinRTO        Time // floor of the adaptive RTO (default 20 µs)
+	MaxRTO        Time // ceiling of the adaptive RTO before backoff (default 64 ms)
+	MaxAckTimeout Time // ceiling with backoff (default max(64 × AckTimeout, MaxRTO))
 	TimeoutMode   TimeoutMode
+	FixedRTO      bool
 	// RetryLimit is the per-packet retry count after which, if no usable EV
 	// remains, the QP fails with StatusRetryExceeded (default 7; 32 or more =
 	// retry forever).
@@ -149,11 +173,17 @@ type QPConfig struct {
 	NoEVTimeout Time
 	// ProbeInterval is the spacing of probes of one ASSUMED_BAD EV (default
 	// max(srtt, 10 µs) when zero) and ProbeSuccesses the consecutive answered
-	// probes that return it to service (default 2).
+	// probes that return it to service (default 1).
 	ProbeInterval  Time
 	ProbeSuccesses int
+	// KeepAlive is the reverse-probe period of a QP that is completely
+	// idle (nothing posted or unacknowledged, nothing received lately):
+	// one probe of one reverse EV per period (default 100 ms; negative:
+	// none). Busier QPs probe only without recent evidence
+	// (docs/engine.md, "Reverse path").
+	KeepAlive Time
 	// ReorderWindow: a hole is declared lost once a packet sent this much
-	// later has been acknowledged (default max(srtt/2+4·rttvar, 4 µs) when zero).
+	// later has been acknowledged (default max(¾·srtt+4·rttvar, 4 µs) when zero).
 	ReorderWindow Time
 	// EVs, when set, is the active EV set (an EXPLICIT profile: used as
 	// given, NumEVs ignored) and Reserve its backup EVs; planes must exist on

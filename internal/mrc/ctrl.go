@@ -9,6 +9,7 @@ const (
 	ctrlProbeResp                 // SACK pr=1 answering a PETH
 	ctrlNACK
 	ctrlNAKSeq // go-back-N: AETH NAK sequence error
+	ctrlAck    // Transport ACK (AETH) for compatibility (Config.TransportACK)
 	ctrlEPResp // EETH answering an ERTH
 )
 
@@ -91,5 +92,7 @@ func (e *Engine) sendCtrl(it ctrlItem, emit func(wire.Plane, []byte)) {
 		q.sendNACK(it, emit)
 	case ctrlNAKSeq:
 		q.sendNAKSeq(it, emit)
+	case ctrlAck:
+		q.sendTransportACK(emit)
 	}
 }

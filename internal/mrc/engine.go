@@ -93,10 +93,21 @@ func New(cfg Config, mem Memory, rng *rand.Rand) (*Engine, error) {
 	if cfg.PortQueue <= 0 {
 		cfg.PortQueue = 2 * Microsecond
 	}
+	if cfg.AlwaysSkipMarks == 0 {
+		cfg.AlwaysSkipMarks = defaultAlwaysSkip
+	}
 	if cfg.MaxBurst <= 0 {
 		cfg.MaxBurst = 64
 	}
 	cfg.CC.setDefaults(cfg.MTU)
+	for p := range cfg.PortRates {
+		if cfg.PortRates[p] < 0 || cfg.PortRate < 0 {
+			return nil, configErr("negative port rate (plane %d)", p)
+		}
+		if cfg.PortRates[p] == 0 && p < cfg.Planes {
+			cfg.PortRates[p] = cfg.PortRate
+		}
+	}
 	e := &Engine{cfg: cfg, mem: mem, rng: rng, qps: map[wire.QPN]*qp{}, nextQP: 0x100,
 		localUp: uint32(1)<<cfg.Planes - 1}
 	e.ctrl.init(cfg.CtrlQueue)
@@ -419,7 +430,7 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 
 // portRoom reports whether port has TX room for another data packet.
 func (e *Engine) portRoom(port wire.Plane) bool {
-	return e.cfg.PortRate == 0 || e.portBusy[port]-e.now < e.cfg.PortQueue
+	return e.cfg.PortRates[port] == 0 || e.portBusy[port]-e.now < e.cfg.PortQueue
 }
 
 // planeUsable reports whether EVs of plane may carry traffic to pr.
@@ -500,8 +511,8 @@ func (e *Engine) emitFrame(port wire.Plane, emit func(wire.Plane, []byte)) {
 		panic("mrc: encode: " + err.Error())
 	}
 	e.stats.TxFrames++
-	if e.cfg.PortRate > 0 {
-		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/e.cfg.PortRate)
+	if r := e.cfg.PortRates[port]; r > 0 {
+		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
 	}
 	emit(port, e.buf[:n])
 }

@@ -204,27 +204,33 @@ func TestReplayDeterminism(t *testing.T) {
 
 func TestRTO(t *testing.T) {
 	for _, tc := range []struct {
-		mode  TimeoutMode
-		srtt  Time
-		tries uint8
-		want  Time
+		mode   TimeoutMode
+		fixed  bool
+		srtt   Time
+		rttvar Time
+		tries  uint8
+		want   Time
 	}{
-		{TimeoutExponential, 0, 0, 500 * Microsecond},
-		{TimeoutExponential, 0, 2, 2000 * Microsecond},
-		{TimeoutExponential, 10 * Microsecond, 0, 40 * Microsecond}, // 2·srtt + 4·rttvar
-		{TimeoutExponential, 10 * Microsecond, 3, 320 * Microsecond},
-		{TimeoutExponential, 10 * Microsecond, 30, 64 * 500 * Microsecond},
-		{TimeoutLinear, 10 * Microsecond, 0, 40 * Microsecond},
-		{TimeoutLinear, 10 * Microsecond, 5, 40 * Microsecond},
-		{TimeoutLinear, Microsecond, 5, 20 * Microsecond}, // MinRTO
+		{TimeoutExponential, false, 0, 0, 0, Millisecond}, // AckTimeout before a sample
+		{TimeoutExponential, false, 0, 0, 2, 4 * Millisecond},
+		{TimeoutExponential, false, 10 * Microsecond, 5 * Microsecond, 0, 40 * Microsecond}, // srtt + 4·rttvar + srtt
+		{TimeoutExponential, false, 10 * Microsecond, 5 * Microsecond, 3, 320 * Microsecond},
+		{TimeoutExponential, false, 10 * Microsecond, 5 * Microsecond, 30, 64 * Millisecond},     // MaxAckTimeout
+		{TimeoutExponential, false, 400 * Microsecond, 200 * Microsecond, 0, 1600 * Microsecond}, // above the old 500 µs cap
+		{TimeoutExponential, false, 100 * Millisecond, 0, 0, 64 * Millisecond},                   // MaxRTO
+		{TimeoutLinear, false, 10 * Microsecond, 5 * Microsecond, 0, 40 * Microsecond},
+		{TimeoutLinear, false, 10 * Microsecond, 5 * Microsecond, 5, 40 * Microsecond},
+		{TimeoutLinear, false, Microsecond, 0, 5, 20 * Microsecond}, // MinRTO
+		{TimeoutLinear, true, 10 * Microsecond, 5 * Microsecond, 5, Millisecond},
+		{TimeoutExponential, true, 10 * Microsecond, 5 * Microsecond, 1, 2 * Millisecond},
 	} {
-		c := QPConfig{TimeoutMode: tc.mode}
+		c := QPConfig{TimeoutMode: tc.mode, FixedRTO: tc.fixed}
 		if err := c.setDefaults(); err != nil {
 			t.Fatal(err)
 		}
-		q := &qp{cfg: c, srtt: tc.srtt, rttvar: tc.srtt / 2}
+		q := &qp{cfg: c, srtt: tc.srtt, rttvar: tc.rttvar}
 		if got := q.rto(tc.tries); got != tc.want {
-			t.Errorf("%v srtt %d tries %d: rto %d, want %d", tc.mode, tc.srtt, tc.tries, got, tc.want)
+			t.Errorf("%v fixed %v srtt %d rttvar %d tries %d: rto %d, want %d", tc.mode, tc.fixed, tc.srtt, tc.rttvar, tc.tries, got, tc.want)
 		}
 	}
 }

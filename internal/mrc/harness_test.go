@@ -99,9 +99,20 @@ type harness struct {
 	Delay, Jitter     Time
 	Loss, Trim, ECN   float64
 	Filter            func(from int, port wire.Plane, frame []byte) (drop bool)
+	MarkCE            func(from int, p *wire.Packet) bool // CE-mark this data packet
 	framesSent        [2]int
 	dataSent, dropped int
+
+	wakes []wake // callbacks at a time (an application's think time)
 }
+
+type wake struct {
+	at Time
+	fn func()
+}
+
+// at runs fn once the clock reaches t (before that step's deliveries).
+func (h *harness) at(t Time, fn func()) { h.wakes = append(h.wakes, wake{t, fn}) }
 
 type hopts struct {
 	seed  uint64
@@ -179,6 +190,9 @@ func (h *harness) emitter(from int) func(wire.Plane, []byte) {
 				b = b[:n]
 			}
 		}
+		if isData && h.MarkCE != nil && h.MarkCE(from, &p) {
+			wire.IPv6(b[wire.EthLen:]).SetECN(wire.ECNCE)
+		}
 		if isData && h.ECN > 0 && h.link.Float64() < h.ECN {
 			wire.IPv6(b[wire.EthLen:]).SetECN(wire.ECNCE)
 		}
@@ -205,6 +219,9 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		if len(h.fl) > 0 && h.fl[0].at < next {
 			next = h.fl[0].at
 		}
+		for _, w := range h.wakes {
+			next = min(next, w.at)
+		}
 		if next == Never || next > limit {
 			h.now = limit
 			return cond != nil && cond()
@@ -215,6 +232,13 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		h.steps++
 		if h.steps > 5_000_000 {
 			h.t.Fatalf("harness: too many steps at t=%d (livelock?)", h.now)
+		}
+		for i := 0; i < len(h.wakes); i++ {
+			if w := h.wakes[i]; w.at <= h.now {
+				h.wakes = append(h.wakes[:i], h.wakes[i+1:]...)
+				i--
+				w.fn()
+			}
 		}
 		for len(h.fl) > 0 && h.fl[0].at <= h.now {
 			f := heap.Pop(&h.fl).(flight)

@@ -103,7 +103,8 @@ func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time 
 			}
 		} else if r := &q.rev[pr.rev]; pr.revEV == ev {
 			q.stats.RevProbOK++
-			*r = revEntry{ev: ev, ok: true, valid: true}
+			*r = revEntry{ev: ev, ok: true, valid: true, at: q.e.now}
+			q.revProbeOK = q.e.now
 		}
 		*pr = probeRec{}
 		q.nProbes--
@@ -129,18 +130,103 @@ func (q *qp) probeFailed(pr *probeRec) {
 	q.nProbes--
 }
 
-// wantRevProbe: a receive-only MRC QP that has been receiving in the last
-// 10 ms keeps its reverse EV set validated, one probe per RTT.
-func (q *qp) wantRevProbe() bool {
-	return q.cfg.Transport == MRC && q.rx.everRx && q.e.now-q.rx.lastRx < 10*Millisecond &&
-		q.sndUna == q.sndNxt && q.msgHead == q.msgTail
+// revFresh is how long a reverse-EV validation counts as recent.
+func (q *qp) revFresh() Time {
+	return max(revFreshRTTs*q.srtt, minRevFresh)
+}
+
+// revStale forgets the evidence from data SACKs (a SACK of ours was
+// lost): a receiving QP goes back to probing once per RTT.
+func (q *qp) revStale() { q.revLearnAt = 0 }
+
+// learnReverse records that a SACK reflected ev, an EV this QP sent data on:
+// the path to the peer through ev works, which is what a reverse probe
+// would have shown. ev takes its plane's reverse slot holding ev, else an
+// empty or unvalidated one, else the one validated longest ago.
+func (q *qp) learnReverse(ev wire.EV) {
+	pl := int(ev.Plane())
+	if pl >= wire.MaxPlanes {
+		return
+	}
+	now := q.e.now
+	k := pl * revPerPlane
+	best := -1
+	for j := k; j < k+revPerPlane && best < 0; j++ {
+		if r := &q.rev[j]; r.valid && r.ev == ev {
+			best = j
+		}
+	}
+	for j := k; j < k+revPerPlane && best < 0; j++ {
+		if r := &q.rev[j]; !r.valid || !r.ok {
+			best = j
+		}
+	}
+	if best < 0 {
+		best = k
+		for j := k + 1; j < k+revPerPlane; j++ {
+			if q.rev[j].at < q.rev[best].at {
+				best = j
+			}
+		}
+	}
+	q.rev[best] = revEntry{ev: ev, ok: true, valid: true, at: now}
+	q.revLearnAt = now
+}
+
+// revProbeAt is when this QP next probes a reverse EV (Never: not at all).
+// Evidence first: a SACK of the QP's own data validates the EV it reflects
+// (learnReverse), and while such a validation is younger than revFresh the
+// QP does not probe. A QP that has been receiving for at least an RTT with
+// no such evidence probes once per probe interval (the brief's "about once
+// per RTT": each answered probe validates one EV); a lone arrival after a
+// quiet spell does not (its SACK goes on the validated EVs, and a lost SACK
+// costs nothing). A completely idle QP (nothing posted or unacknowledged,
+// nothing received for revFresh) probes once per KeepAlive.
+func (q *qp) revProbeAt() Time {
+	if q.cfg.Transport != MRC || q.state != QPReady {
+		return Never
+	}
+	r := &q.rx
+	fresh := q.revFresh()
+	last := q.revLearnAt
+	if r.everRx && q.e.now-r.lastRx < fresh {
+		iv := q.probeInterval()
+		if r.lastRx-r.rxSince >= iv {
+			if due := max(last+fresh, q.nextRevProbe); due < r.lastRx+fresh {
+				return due
+			}
+		}
+		if q.msgHead != q.msgTail {
+			return Never
+		}
+		// Still receiving until lastRx+fresh: idle after that.
+		return max(r.lastRx+fresh, q.keepAliveAt(last))
+	}
+	if q.msgHead != q.msgTail {
+		return Never
+	}
+	return q.keepAliveAt(last)
+}
+
+// keepAliveAt is the next keepalive probe of an idle QP.
+func (q *qp) keepAliveAt(last Time) Time {
+	if q.cfg.KeepAlive < 0 {
+		return Never
+	}
+	base := max(last, q.revProbeOK, q.rx.lastRx, q.lastSend, q.connectedAt)
+	return max(base+q.cfg.KeepAlive, q.nextRevProbe)
 }
 
 // probeReverse probes one reverse-set slot: planes in turn; an empty or
 // unvalidated slot gets a fresh random candidate, a validated one is
 // re-checked.
 func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
-	q.nextRevProbe = now + max(q.srtt, minProbeInterval)
+	q.nextRevProbe = now + q.probeInterval()
+	if q.rx.lastRx+q.revFresh() <= now {
+		// Idle: a keepalive, and the next one a period later even if
+		// this one goes unanswered.
+		q.nextRevProbe = now + q.cfg.KeepAlive
+	}
 	planes := q.e.cfg.Planes
 	for i := 0; i < planes; i++ {
 		pl := wire.Plane((q.revCur/revPerPlane + 1 + i) % planes)

@@ -15,8 +15,9 @@ const (
 	maxWindow         = 8192
 	defaultMaxWImm    = 64
 	defaultSendQueue  = 1024
-	defaultAckTimeout = 500 * Microsecond
+	defaultAckTimeout = 1 * Millisecond
 	defaultMinRTO     = 20 * Microsecond
+	defaultMaxRTO     = 64 * Millisecond
 	defaultRetryLimit = 7
 	defaultNoEV       = 100 * Millisecond
 	defaultProbeOK    = 1
@@ -25,6 +26,16 @@ const (
 	maxProbes         = 64
 	revPerPlane       = 2
 	groupFails        = 2 // failures after the group's last ACK that condemn the group
+
+	// A reverse EV validated (answered probe, or a SACK for our own data
+	// sent on it) within revFreshRTTs smoothed RTTs, and at least
+	// minRevFresh ago, counts as validated recently: no reverse probe.
+	revFreshRTTs     = 8
+	minRevFresh      = 100 * Microsecond
+	defaultKeepAlive = 100 * Millisecond
+
+	defaultAlwaysSkip = 128 // consecutive CE-marked packets of an EV (over ≥ 1 RTT) for M=ALWAYS_SKIP
+	ceSlots           = 64  // per-QP table of CE streaks (direct-mapped by EV)
 )
 
 func (c *QPConfig) setDefaults() error {
@@ -65,8 +76,11 @@ func (c *QPConfig) setDefaults() error {
 	if c.MinRTO == 0 {
 		c.MinRTO = defaultMinRTO
 	}
+	if c.MaxRTO == 0 {
+		c.MaxRTO = max(defaultMaxRTO, c.MinRTO)
+	}
 	if c.MaxAckTimeout == 0 {
-		c.MaxAckTimeout = 64 * c.AckTimeout
+		c.MaxAckTimeout = max(64*c.AckTimeout, c.MaxRTO)
 	}
 	if c.RetryLimit == 0 {
 		c.RetryLimit = defaultRetryLimit
@@ -74,10 +88,13 @@ func (c *QPConfig) setDefaults() error {
 	if c.NoEVTimeout == 0 {
 		c.NoEVTimeout = defaultNoEV
 	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = defaultKeepAlive
+	}
 	if c.ProbeSuccesses == 0 {
 		c.ProbeSuccesses = defaultProbeOK
 	}
-	if c.AckTimeout < 0 || c.MinRTO < 0 || c.ProbeInterval < 0 || c.ReorderWindow < 0 {
+	if c.AckTimeout < 0 || c.MinRTO < 0 || c.MaxRTO < c.MinRTO || c.MaxAckTimeout < 0 || c.ProbeInterval < 0 || c.ReorderWindow < 0 {
 		return configErr("negative durations")
 	}
 	return nil
@@ -171,8 +188,9 @@ type probeRec struct {
 // revEntry is one EV of the reverse set (for SACKs and NACKs).
 type revEntry struct {
 	ev    wire.EV
-	ok    bool // validated by an answered probe or by data
+	ok    bool // validated by an answered probe or by a SACK of our data on it
 	valid bool // slot in use
+	at    Time // latest validation
 }
 
 type qp struct {
@@ -221,6 +239,9 @@ type qp struct {
 	rev          [wire.MaxPlanes * revPerPlane]revEntry
 	revCur       int
 	nextRevProbe Time
+	connectedAt  Time
+	revLearnAt   Time // latest reverse EV validated by a SACK of our data
+	revProbeOK   Time // latest answered reverse probe
 	probes       [maxProbes]probeRec
 	probeSeq     uint16
 	nProbes      int
@@ -314,6 +335,7 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 		q.setEVAdmin(d, true)
 	}
 	q.rx.init(q, remote.StartPSN)
+	q.connectedAt = q.e.now
 	q.state = QPReady
 	return nil
 }
@@ -561,8 +583,8 @@ func (q *qp) deadline() Time {
 			}
 		}
 	}
-	if q.wantRevProbe() && q.nextRevProbe < d {
-		d = q.nextRevProbe
+	if t := q.revProbeAt(); t < d {
+		d = t
 	}
 	if d <= now {
 		return d

@@ -23,7 +23,11 @@ type rxState struct {
 	rcvdBytes      uint32   // cumulative, reported /256 mod 2^24
 	ooo            uint32
 	lastRx         Time
+	rxSince        Time // start of the current run of arrivals (no gap of revFresh)
 	everRx         bool
+	dupAnswered    bool // a duplicate was answered since the last SACK went out
+
+	ce [ceSlots]ceStreak // CE-mark streaks per EV (ALWAYS_SKIP)
 
 	ackPending  int
 	ackDeadline Time
@@ -39,6 +43,45 @@ func (r *rxState) init(q *qp, start wire.PSN) {
 	r.imm = make([]uint32, q.W)
 	r.rqmsn = make([]wire.MSN, q.W)
 	r.deliveredRQMSN = 0
+}
+
+// ceStreak counts the consecutive CE-marked data packets of one EV.
+type ceStreak struct {
+	ev    wire.EV
+	n     int32
+	since Time // arrival of the first marked packet of the streak
+}
+
+// alwaysSkip records a data packet of ev (marked: CE) and reports whether
+// the EV has now crossed the ALWAYS_SKIP threshold (docs/engine.md): marks
+// persisting for AlwaysSkipMarks packets in a row over at least an RTT mean
+// a path that stays congested, not a passing burst. The table is
+// direct-mapped: an EV that shares a slot with another restarts its streak
+// when the other arrives, which can only delay the verdict.
+func (q *qp) alwaysSkip(ev wire.EV, marked bool) bool {
+	thr := q.e.cfg.AlwaysSkipMarks
+	if thr < 0 || q.cfg.Transport != MRC {
+		return false
+	}
+	c := &q.rx.ce[(uint32(ev)*0x9E3779B1)>>26&(ceSlots-1)]
+	if c.ev != ev {
+		*c = ceStreak{ev: ev}
+	}
+	if !marked {
+		c.n = 0
+		return false
+	}
+	now := q.e.now
+	if c.n == 0 {
+		c.since = now
+	}
+	c.n++
+	if int(c.n) >= thr && now-c.since >= max(q.srtt, minProbeInterval) {
+		c.n = 0 // one verdict per streak: the sender stops using the EV
+		q.stats.AlwaysSkipSent++
+		return true
+	}
+	return false
 }
 
 func (r *rxState) has(psn wire.PSN, mask uint32) bool {
@@ -74,7 +117,19 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		// Duplicate (a retransmission whose original arrived, or a
 		// replay): nothing to place, but the sender needs to hear it.
 		q.stats.RxDup++
-		q.sackNow(trig)
+		if p.Rtx {
+			// The sender resent what we had: a SACK of ours was lost (or
+			// its timer fired early). The reverse set is not known good.
+			q.revStale()
+		}
+		if !r.dupAnswered {
+			r.dupAnswered = true
+			q.sackNow(trig)
+			return
+		}
+		// Nothing changed since the SACK that answered the first
+		// duplicate: coalesce like any other packet.
+		q.coalesce(trig)
 		return
 	}
 	if d > int32(q.W) {
@@ -137,6 +192,9 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	}
 	r.rcvdBytes += uint32(n)
 	q.stats.RxBytes += uint64(n)
+	if !r.everRx || now-r.lastRx >= q.revFresh() {
+		r.rxSince = now
+	}
 	r.lastRx, r.everRx = now, true
 	ooo := d != 1
 	if ooo {
@@ -154,16 +212,29 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	// Coalescing policy (docs/engine.md): CE, retransmissions, AckReq and
 	// packets that open a new hole are answered at once; the rest every
 	// AckEvery packets or AckDelay after the first unanswered one.
+	if q.alwaysSkip(p.EV, trig.m == wire.MSkipOnce) {
+		trig.m = wire.MAlwaysSkip
+	}
+	if p.AckReq && e.cfg.TransportACK {
+		e.queueCtrl(ctrlItem{kind: ctrlAck, q: q, port: port})
+	}
 	if trig.m != wire.MNone || p.Rtx || p.AckReq || newHole {
 		q.sackNow(trig)
 		return
 	}
+	q.coalesce(trig)
+}
+
+// coalesce counts a packet toward the next coalesced SACK: after AckEvery
+// packets or AckDelay after the first unanswered one.
+func (q *qp) coalesce(trig ctrlItem) {
+	r := &q.rx
 	if r.ackPending == 0 {
-		r.ackDeadline = now + e.cfg.AckDelay
+		r.ackDeadline = q.e.now + q.e.cfg.AckDelay
 	}
 	r.ackPending++
 	r.trig = trig
-	if r.ackPending >= e.cfg.AckEvery {
+	if r.ackPending >= q.e.cfg.AckEvery {
 		q.sackNow(trig)
 	}
 }
@@ -226,7 +297,7 @@ func (q *qp) pollControl(now Time, emit func(wire.Plane, []byte)) {
 	if q.nBad > 0 && now >= q.nextProbeScan {
 		q.probeBad(now, emit)
 	}
-	if q.wantRevProbe() && now >= q.nextRevProbe {
+	if now >= q.revProbeAt() {
 		q.probeReverse(now, emit)
 	}
 }
@@ -290,6 +361,7 @@ func (q *qp) sendSACK(it ctrlItem, emit func(wire.Plane, []byte)) {
 	s.TSEcho = it.ts
 	s.OOOCount = uint16(r.ooo & 0x7FFF)
 	s.RcvdBytes = r.rcvdBytes >> 8 & 0xFFFFFF
+	r.dupAnswered = false
 	q.stats.TxSACK++
 	e.emitFrame(pl, emit)
 }
@@ -313,6 +385,29 @@ func (q *qp) sendNACK(it ctrlItem, emit func(wire.Plane, []byte)) {
 	t.NACK = wire.NACKFields{Reason: it.reason, Entropy: it.ev, SPDCID: uint16(q.qpn), DPDCID: uint16(q.remote.QPN),
 		NackPSN: it.psn, Timestamp: it.ts}
 	q.stats.TxNACK++
+	e.emitFrame(pl, emit)
+}
+
+// sendTransportACK emits a RoCEv2 ACK: AETH syndrome 0x1F (ACK, credits
+// not used), MSN = messages completed, BTH PSN = the cumulative ack.
+func (q *qp) sendTransportACK(emit func(wire.Plane, []byte)) {
+	e := q.e
+	ev, ok := q.ctrlEV()
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	e.resetTx()
+	pl, ok := e.fillNet(q.peer, ev)
+	if !ok {
+		e.stats.TxNoRoute++
+		return
+	}
+	t := &e.tx
+	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
+	t.Opcode, t.DestQP, t.PSN = wire.OpAck, q.remote.QPN, q.rx.cack
+	t.Syndrome, t.AckMSN = 0x1F, uint32(q.stats.MsgsReceived)&0xFFFFFF
+	q.stats.TxAck++
 	e.emitFrame(pl, emit)
 }
 

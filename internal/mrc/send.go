@@ -17,17 +17,25 @@ func (q *qp) hasWork() bool {
 	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.W)
 }
 
-// rto is the ACK timeout for a transmission that is the tries-th retry.
+// rto is the ACK timeout for a transmission that is the tries-th retry:
+// srtt + 4·rttvar (RFC 6298's form) plus one srtt of slack, clamped to
+// [MinRTO, MaxRTO]; AckTimeout before any RTT sample or with FixedRTO;
+// doubled per earlier try in exponential mode, up to MaxAckTimeout. Why the
+// slack: every timeout marks an EV ASSUMED_BAD, and on a steady path rttvar
+// decays toward zero, so srtt + 4·rttvar alone fires on a queueing blip; in
+// the fabric simulator's ECN balance scenario srtt + max(4·rttvar, srtt/2)
+// cost each flow ~4 % of the capacity (docs/engine.md).
 func (q *qp) rto(tries uint8) Time {
 	base := q.cfg.AckTimeout
-	if q.srtt > 0 {
-		base = min(max(2*q.srtt+4*q.rttvar, q.cfg.MinRTO), q.cfg.AckTimeout)
+	if q.srtt > 0 && !q.cfg.FixedRTO {
+		base = min(max(2*q.srtt+4*q.rttvar, q.cfg.MinRTO), q.cfg.MaxRTO)
 	}
 	if q.cfg.TimeoutMode == TimeoutExponential && tries > 0 {
-		for i := uint8(0); i < tries && base < q.cfg.MaxAckTimeout; i++ {
+		ceil := max(q.cfg.MaxAckTimeout, base)
+		for i := uint8(0); i < tries && base < ceil; i++ {
 			base *= 2
 		}
-		base = min(base, q.cfg.MaxAckTimeout)
+		base = min(base, ceil)
 	}
 	return base
 }
@@ -284,7 +292,7 @@ func (q *qp) handleSACK(p *wire.Packet) {
 			}
 		}
 	}
-	ecn := s.M == wire.MSkipOnce
+	ecn := s.M == wire.MSkipOnce || s.M == wire.MAlwaysSkip // both echo a CE mark
 	var rtt Time
 	if s.Probe {
 		rtt = q.probeAnswered(uint16(s.AckPSNOffset), s.Entropy, s.M)
@@ -294,9 +302,12 @@ func (q *qp) handleSACK(p *wire.Packet) {
 			case wire.MSkipOnce:
 				q.evs[idx].c.ECN++
 				q.skipEV(idx)
+				q.learnReverse(s.Entropy) // congested, but it delivers
 			case wire.MNone:
 				q.unskip(idx)
+				q.learnReverse(s.Entropy)
 			case wire.MAlwaysSkip:
+				q.evs[idx].c.ECN++
 				q.pathFailed(idx)
 			}
 		}
@@ -446,9 +457,28 @@ func (q *qp) handleNACK(p *wire.Packet) {
 	q.markLost(psn, pk)
 }
 
-// handleAETH handles the go-back-N NAK (sequence error): everything before
-// the PSN arrived, everything from it on is resent.
+// handleAETH handles a Transport ACK (syndrome 000xxxxx: every PSN up to
+// and including BTH.psn arrived) and the go-back-N NAK (sequence error:
+// everything before the PSN arrived, everything from it on is resent).
 func (q *qp) handleAETH(p *wire.Packet) {
+	if p.Syndrome&0xE0 == 0 {
+		q.stats.RxAck++
+		cack := p.PSN
+		if !(cack.Diff(q.sndUna) >= 0 && cack.Before(q.sndNxt)) {
+			return
+		}
+		var rack Time
+		newly := 0
+		for psn := q.sndUna; !psn.After(cack); psn = psn.Add(1) {
+			newly += q.ackPkt(psn, &rack)
+		}
+		for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
+			q.sndUna = q.sndUna.Add(1)
+		}
+		q.completeMsgs()
+		q.peer.cc.onAck(q.e.now, newly, false, 0, q.srtt)
+		return
+	}
 	if q.cfg.Transport != GoBackN || p.Syndrome&0xE0 != 0x60 {
 		return
 	}

@@ -44,6 +44,8 @@ type QPCounters struct {
 	NoEVStalls               uint64 // send attempts with no usable EV
 	ReverseProbes, RevProbOK uint64
 	PortStatusRcvd           uint64
+	AlwaysSkipSent           uint64                           // SACKs with M=ALWAYS_SKIP (responder)
+	TxAck, RxAck             uint64                           // Transport ACKs (AETH), Config.TransportACK
 	EVTransitions            [numEVStates][numEVStates]uint64 // sum over the QP's EVs
 }
 
