@@ -2,7 +2,7 @@
 // MRC engine on a locked OS thread, the verbs device socket for
 // applications (nic/verbs, mrc-write-bw, mrcctl) and Prometheus metrics.
 //
-//	mrc-nicd -config /run/mrc/tb/h0.nic.yaml
+//	mrc-nicd -config /run/mrc/tb/h0.nic.yaml [-cpuprofile h0.pprof]
 //
 // SIGINT or SIGTERM shut it down cleanly: applications get a "device gone"
 // error, the XDP programs detach, the sockets close.
@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -30,13 +31,15 @@ func main() {
 	capFile := flag.String("capture", "", "write every frame sent and received to this pcap file (AF_XDP bypasses tcpdump)")
 	capPort := flag.String("capture-port", "", "with -capture: only this port (name or interface)")
 	capMax := flag.Int("capture-max", 100000, "with -capture: stop after this many frames")
+	cpuProf := flag.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof)")
+	busyPoll := flag.Duration("busy-poll", -1, "override the config's busy_poll (e.g. 50us; 0 = sleep at once)")
 	showSock := flag.Bool("show-socket", false, "print the config's device socket path and exit (scripts)")
 	flag.Parse()
 	if *cfgPath == "" {
 		fmt.Fprintln(os.Stderr, "mrc-nicd: -config is required (the testbed writes one per host: <run dir>/<host>.nic.yaml)")
 		os.Exit(2)
 	}
-	cfg, err := config.LoadAny(*cfgPath)
+	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mrc-nicd:", err)
 		os.Exit(2)
@@ -51,6 +54,9 @@ func main() {
 	}
 	if *logLevel != "" {
 		cfg.LogLevel = *logLevel
+	}
+	if *busyPoll >= 0 {
+		cfg.BusyPoll = *busyPoll
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err != nil {
@@ -71,6 +77,19 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			log.Error("cpu profile", "err", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Error("cpu profile", "err", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := d.Run(ctx); err != nil {
 		log.Error("run failed", "err", err)
 		os.Exit(1)

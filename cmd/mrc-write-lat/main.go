@@ -10,12 +10,20 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/softmrc/softmrc/nic/perf"
 )
 
 func main() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One P, like perftest's one thread: with a second P every
+		// completion also wakes an idle OS thread to look for work (a futex
+		// wake, an IPI in a VM). On the 2-vCPU test VM this halved the
+		// tool's CPU per iteration (docs/nic.md, Measurements).
+		runtime.GOMAXPROCS(1)
+	}
 	p, err := perf.Parse(perf.Lat, os.Args[1:], os.Stderr)
 	if err != nil {
 		if !errors.Is(err, perf.ErrUsage) || err.Error() != "usage: flag: help requested" {

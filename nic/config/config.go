@@ -69,7 +69,7 @@ type Config struct {
 	Version int    `yaml:"version"`
 	Host    string `yaml:"host,omitempty"`
 	Mode    Mode   `yaml:"mode"`
-	// Template is the uSID template file (testbed/template format); required
+	// Template is the EV→uSID path template file (internal/pathtmpl); required
 	// in srv6 mode. A relative path is taken from the config file's folder.
 	Template string `yaml:"template,omitempty"`
 	// EVs is the number of EVs (paths) each QP sprays over.
@@ -90,7 +90,12 @@ type Config struct {
 	Attach string `yaml:"attach,omitempty"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level,omitempty"`
-	Ports    []Port `yaml:"ports"`
+	// BusyPoll is how long the run loop keeps polling its rings and
+	// requests after the last work before it sleeps in ppoll; 0 sleeps at
+	// once. Polling saves a scheduler wakeup per message (lower latency)
+	// and costs that much CPU per idle period.
+	BusyPoll time.Duration `yaml:"busy_poll,omitempty"`
+	Ports    []Port        `yaml:"ports"`
 }
 
 // CC are the congestion-control options handed to the engine.
@@ -279,6 +284,9 @@ func (c *Config) Validate() error {
 		(c.QP.AckTimeout > 0 && c.QP.MinRTO > c.QP.AckTimeout) {
 		bad("qp: ack_timeout %v, min_rto %v, no_ev_timeout %v, retry_limit %d: want >= 0 and min_rto <= ack_timeout",
 			c.QP.AckTimeout, c.QP.MinRTO, c.QP.NoEVTimeout, c.QP.RetryLimit)
+	}
+	if c.BusyPoll < 0 || c.BusyPoll > time.Second {
+		bad("busy_poll %v: want 0 (sleep at once) up to 1s, typically 20us-200us", c.BusyPoll)
 	}
 	if c.DeviceSocket == "" {
 		bad("device_socket is empty: give the unix socket path applications open")

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const good = `version: 1
@@ -98,6 +99,7 @@ func TestParseBad(t *testing.T) {
 		{"version", "version: 1", "version: 9", "version 9"},
 		{"window", "initial_window: 65536", "initial_window: 9999999", "initial_window"},
 		{"attach", "evs: 16", "evs: 16\nattach: hw", `attach "hw"`},
+		{"busy poll", "evs: 16", "evs: 16\nbusy_poll: -5us", "busy_poll -5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(good, tc.from, tc.to, 1)
@@ -133,5 +135,15 @@ func errorsUnwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+func TestBusyPoll(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\nbusy_poll: 50us", 1)), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BusyPoll != 50*time.Microsecond {
+		t.Errorf("busy_poll = %v, want 50µs", c.BusyPoll)
 	}
 }

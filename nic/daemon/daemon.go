@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,7 @@ type Daemon struct {
 
 	start  time.Time
 	cmds   chan func()
+	pq     postQueue
 	evfd   int
 	sleep  atomic.Bool // the loop is (about to be) asleep: wake it
 	fdPoll bool        // every port has a pollable fd
@@ -82,6 +84,17 @@ type Daemon struct {
 	cap     *capture
 
 	c counters
+}
+
+// postQueue carries posted work requests from the session goroutines to the
+// loop (Post, drainPosts).
+type postQueue struct {
+	mu      sync.Mutex
+	drained sync.Cond // the loop took the queue (Post waits while it is full)
+	wrs     []postedWR
+	spare   []postedWR // loop-only: the drained batch, reused
+	n       atomic.Int64
+	closed  bool
 }
 
 type counters struct {
@@ -120,6 +133,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
+	d.pq.drained.L = &d.pq.mu
 	defer func() {
 		if err != nil {
 			d.closeResources()
@@ -164,7 +178,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		return nil, fmt.Errorf("daemon: eventfd: %w", err)
 	}
 	if cfg.Mode == config.ModeSRv6 {
-		d.tmpl, _ = loadTemplate(cfg.Template) // an error is the engine's to report
+		d.tmpl, _ = pathtmpl.Load(cfg.Template) // an error is the engine's to report
 	}
 	newEngine := opts.NewEngine
 	if newEngine == nil {
@@ -347,6 +361,11 @@ func (d *Daemon) loop(ctx context.Context) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(d.stopped)
+	defer d.closePosts()
+	// The default 50 µs timer slack would stretch every short ppoll (engine
+	// timers of a few µs) to 50 µs. The thread stays locked to this
+	// goroutine until it exits, so the setting does not leak to others.
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	d.running.Store(true)
 	for i, p := range d.cfg.Ports {
 		if !d.portUp[i].Load() {
@@ -354,6 +373,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 	}
 	const rxBatch = 64
+	busy := d.cfg.BusyPoll
+	var lastWork time.Time
 	for {
 		if ctx.Err() != nil {
 			d.running.Store(false)
@@ -362,7 +383,10 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 		d.c.loops.Add(1)
 		work := 0
-		// Requests first: they may post work that this round sends.
+		// Posts first, then requests: a session's CreateQP and Connect
+		// complete (exec) before it can post, and what it posted before a
+		// Destroy must reach the QP before the Destroy does.
+		work += d.drainPosts(d.now())
 		for n := 0; n < 256; n++ {
 			select {
 			case fn := <-d.cmds:
@@ -397,6 +421,15 @@ func (d *Daemon) loop(ctx context.Context) error {
 		work += d.transmit(now)
 		work += d.completions()
 		if work > 0 {
+			if busy > 0 {
+				lastWork = time.Now()
+			}
+			continue
+		}
+		// Busy-poll for a bounded time before sleeping: the next frame or
+		// request is seen without a scheduler wakeup, and requests need no
+		// eventfd write (sleep stays false).
+		if busy > 0 && time.Since(lastWork) < busy {
 			continue
 		}
 		d.idle(ctx)
@@ -455,7 +488,7 @@ func (d *Daemon) idle(ctx context.Context) {
 	}
 	d.sleep.Store(true)
 	defer d.sleep.Store(false)
-	if len(d.cmds) > 0 || ctx.Err() != nil {
+	if len(d.cmds) > 0 || d.pq.n.Load() > 0 || ctx.Err() != nil {
 		return
 	}
 	d.c.sleeps.Add(1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
 )
@@ -69,7 +70,7 @@ func EngineConfig(cfg *config.Config) (mrc.Config, error) {
 		ec.NextHopMAC[p.Plane] = p.NeighborMAC
 	}
 	if ec.Mode == mrc.SRv6 {
-		t, err := loadTemplate(cfg.Template)
+		t, err := pathtmpl.Load(cfg.Template)
 		if err != nil {
 			return ec, fmt.Errorf("path template: %w", err)
 		}

@@ -163,16 +163,66 @@ func (d *Daemon) CloseOwner(owner uint32) {
 	})
 }
 
-// Post validates and posts a batch; errors complete with a status.
+// postedWR is a work request waiting in the post queue for the loop.
+type postedWR struct {
+	owner uint32
+	wr    vproto.WR
+}
+
+// maxPostQueue bounds the work requests waiting for the loop; a session
+// that posts faster waits in Post (backpressure onto its socket).
+const maxPostQueue = 1 << 16
+
+// Post validates and posts a batch; errors complete with a status. The
+// batch is copied into the post queue, which the loop drains every round:
+// no allocation and no closure per post, and one eventfd write only when
+// the loop sleeps.
 func (d *Daemon) Post(owner uint32, wrs []vproto.WR) {
-	batch := append([]vproto.WR(nil), wrs...)
-	d.enqueue(func() {
-		now := d.now()
-		for i := range batch {
-			d.post(now, owner, &batch[i])
-		}
-		d.flushDeliveries()
-	})
+	q := &d.pq
+	q.mu.Lock()
+	for len(q.wrs) >= maxPostQueue && !q.closed {
+		q.drained.Wait()
+	}
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	for i := range wrs {
+		q.wrs = append(q.wrs, postedWR{owner, wrs[i]})
+	}
+	q.n.Store(int64(len(q.wrs)))
+	q.mu.Unlock()
+	if d.sleep.Load() {
+		d.wake()
+	}
+}
+
+// drainPosts runs the queued posts on the loop.
+func (d *Daemon) drainPosts(now mrc.Time) int {
+	q := &d.pq
+	if q.n.Load() == 0 {
+		return 0
+	}
+	q.mu.Lock()
+	batch := q.wrs
+	q.wrs = q.spare[:0]
+	q.n.Store(0)
+	q.drained.Broadcast()
+	q.mu.Unlock()
+	for i := range batch {
+		d.post(now, batch[i].owner, &batch[i].wr)
+	}
+	d.flushDeliveries()
+	q.spare = batch[:0] // loop-only: Post never touches spare
+	return len(batch)
+}
+
+// closePosts makes Post drop further batches (the loop is gone).
+func (d *Daemon) closePosts() {
+	d.pq.mu.Lock()
+	d.pq.closed = true
+	d.pq.drained.Broadcast()
+	d.pq.mu.Unlock()
 }
 
 var noBytes = make([]byte, 0)

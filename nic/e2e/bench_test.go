@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"runtime"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,36 +239,77 @@ func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 // the same veth. It reports the ratios.
 //
 //	go test -run '^$' -bench NIC -benchtime 1x ./nic/e2e/   (root)
+//
+// Two environment variables help profiling: MRC_BENCH_PARTS (a comma list of
+// raw, tcp, udp, bw, lat; default all) runs only some parts, and
+// MRC_NICD_ARGS adds options to both daemons, with %h replaced by the host
+// (e.g. "-cpuprofile /tmp/%h.pprof").
 func BenchmarkNIC(b *testing.B) {
 	requireNetns(b)
+	parts := map[string]bool{}
+	for _, p := range strings.Split(cmp.Or(os.Getenv("MRC_BENCH_PARTS"), "raw,tcp,udp,bw,lat"), ",") {
+		parts[strings.TrimSpace(p)] = true
+	}
 	for i := 0; i < b.N; i++ {
 		tp := newTopoStart(b, 1, false)
 		const d = 4 * time.Second
-		fps, flen := rawXDP(b, tp, d)
+		var fps, tcp, udpLat float64
+		var flen int
+		if parts["raw"] {
+			fps, flen = rawXDP(b, tp, d)
+		}
 		rawGoodput := fps * 2048 // payload bytes per second at the raw frame rate
-		tcp := tcpStream(b, tp, d)
-		udpLat := udpPingPong(b, tp, 2000)
+		if parts["tcp"] {
+			tcp = tcpStream(b, tp, d)
+		}
+		if parts["udp"] {
+			udpLat = udpPingPong(b, tp, 2000)
+		}
 		for _, h := range tp.h {
+			for _, a := range strings.Fields(os.Getenv("MRC_NICD_ARGS")) {
+				h.extra = append(h.extra, strings.ReplaceAll(a, "%h", h.cfg.Host))
+			}
 			h.start(b)
 		}
-		var bw bwJSON
-		runJSON(b, tp, "mrc-write-bw", &bw, "-s", "65536", "-D", "4")
-		var lat latJSON
-		runJSON(b, tp, "mrc-write-lat", &lat, "-s", "2", "-n", "2000")
-		if len(bw.Results) != 1 || len(lat.Results) != 1 {
-			b.Fatalf("results: %+v %+v", bw, lat)
+		var mrcBps, mrcLat float64
+		if parts["bw"] {
+			var bw bwJSON
+			runJSON(b, tp, "mrc-write-bw", &bw, "-s", "65536", "-D", "4")
+			if len(bw.Results) != 1 {
+				b.Fatalf("results: %+v", bw)
+			}
+			mrcBps = bw.Results[0].Average * (1 << 20)
+			b.ReportMetric(mrcBps*8/1e9, "mrc_Gbps")
 		}
-		mrcBps := bw.Results[0].Average * (1 << 20)
-		b.ReportMetric(fps/1e6, "raw_xdp_Mpps")
-		b.ReportMetric(rawGoodput*8/1e9, "raw_xdp_payload_Gbps")
-		b.ReportMetric(tcp*8/1e9, "tcp_Gbps")
-		b.ReportMetric(mrcBps*8/1e9, "mrc_Gbps")
-		b.ReportMetric(mrcBps/rawGoodput, "mrc/raw_xdp")
-		b.ReportMetric(mrcBps/tcp, "mrc/tcp")
-		b.ReportMetric(udpLat, "udp_halfrtt_us")
-		b.ReportMetric(lat.Results[0].Typical, "mrc_lat_us")
-		b.ReportMetric(lat.Results[0].Typical/udpLat, "mrc_lat/udp")
+		if parts["lat"] {
+			var lat latJSON
+			runJSON(b, tp, "mrc-write-lat", &lat, "-s", "2", "-n", "2000")
+			if len(lat.Results) != 1 {
+				b.Fatalf("results: %+v", lat)
+			}
+			mrcLat = lat.Results[0].Typical
+			b.ReportMetric(mrcLat, "mrc_lat_us")
+		}
+		if parts["raw"] {
+			b.ReportMetric(fps/1e6, "raw_xdp_Mpps")
+			b.ReportMetric(rawGoodput*8/1e9, "raw_xdp_payload_Gbps")
+		}
+		if parts["tcp"] {
+			b.ReportMetric(tcp*8/1e9, "tcp_Gbps")
+		}
+		if parts["udp"] {
+			b.ReportMetric(udpLat, "udp_halfrtt_us")
+		}
+		if mrcBps > 0 && fps > 0 {
+			b.ReportMetric(mrcBps/rawGoodput, "mrc/raw_xdp")
+		}
+		if mrcBps > 0 && tcp > 0 {
+			b.ReportMetric(mrcBps/tcp, "mrc/tcp")
+		}
+		if mrcLat > 0 && udpLat > 0 {
+			b.ReportMetric(mrcLat/udpLat, "mrc_lat/udp")
+		}
 		fmt.Printf("frame %d B: raw AF_XDP %.3f Mpps (%.2f Gb/s payload), TCP %.2f Gb/s, mrc-write-bw %.2f Gb/s; UDP ping-pong %.1f us, mrc-write-lat %.1f us\n",
-			flen, fps/1e6, rawGoodput*8/1e9, tcp*8/1e9, mrcBps*8/1e9, udpLat, lat.Results[0].Typical)
+			flen, fps/1e6, rawGoodput*8/1e9, tcp*8/1e9, mrcBps*8/1e9, udpLat, mrcLat)
 	}
 }

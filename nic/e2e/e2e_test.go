@@ -370,7 +370,7 @@ func upTestbedWith(t *testing.T, preset string, edit func(*config.Config), extra
 	tbd := &testbed{dir: dir, bin: bin, plan: filepath.Join(dir, "plan.yaml"), hosts: map[string]*host{}}
 	for _, hn := range hostNames {
 		path := filepath.Join(dir, "host", hn+".nic.yaml")
-		c, err := config.LoadAny(path)
+		c, err := config.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package perf
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -64,6 +63,7 @@ type qpCtx struct {
 	remote key
 	posted uint64
 	done   uint64
+	v      verifyState // --verify
 }
 
 type session struct {
@@ -342,38 +342,8 @@ func (s *session) prepare(size int) {
 			clear(q.dst.Buf[:min(len(q.dst.Buf), s.slots(size)*max(size, 1))])
 		}
 		q.posted, q.done = 0, 0
+		q.v.reset()
 	}
-}
-
-// verify checks the destination slots the peer wrote (iters[i] messages on
-// QP i).
-func (s *session) verify(size int, iters []uint64) result {
-	var r result
-	r.FirstBad = -1
-	want := make([]byte, size)
-	for i, q := range s.qps {
-		if i >= len(iters) {
-			break
-		}
-		n := min(uint64(s.slots(size)), iters[i])
-		for k := 0; k < int(n); k++ {
-			pattern(want, size, k, q.idx)
-			got := q.dst.Buf[k*size : (k+1)*size]
-			r.Checked += uint64(size)
-			if bytes.Equal(got, want) {
-				continue
-			}
-			for j := range got {
-				if got[j] != want[j] {
-					if r.FirstBad < 0 {
-						r.FirstBad = int64(k*size + j)
-					}
-					r.Mismatches++
-				}
-			}
-		}
-	}
-	return r
 }
 
 // next returns a completion, waiting for one; it fails when the device
@@ -412,11 +382,20 @@ func completionErr(c verbs.Completion) error {
 	return fmt.Errorf("work request %#x on QP %#06x failed: %v", c.ID, c.QPN, c.Status)
 }
 
+// checkWR is the zero-length Write-with-Immediate that asks the peer to
+// check q's current window (the writes posted in it so far).
+func checkWR(q *qpCtx, k uint64) verbs.SendWR {
+	win := q.v.win
+	q.v.waitAck = true
+	return verbs.WriteImm(checkIDFlag|win, q.src, 0, 0, q.remote.VAddr, q.remote.RKey, checkReq(win, int(q.posted-win*k)))
+}
+
 // sendBW writes size-byte messages on every QP: iters each, or for the
 // duration; tx-depth in flight per QP.
 func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	p := s.p
 	nslots := s.slots(size)
+	k := uint64(s.verifyWindow(size))
 	iters := uint64(p.Iters)
 	dur := p.dur()
 	var wrs []verbs.SendWR
@@ -432,24 +411,45 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 			if dur == 0 {
 				n = min(n, iters-q.posted)
 			}
+			if p.Verify {
+				// Only within the current window, and not while its check
+				// is out (see verify.go).
+				if q.v.waitAck {
+					n = 0
+				} else {
+					n = min(n, (q.v.win+1)*k-q.posted)
+				}
+			}
 			if stopPosting {
 				n = 0
 			}
 			if n > 0 {
 				wrs = wrs[:0]
-				for k := uint64(0); k < n; k++ {
-					it := q.posted + k
+				for j := uint64(0); j < n; j++ {
+					it := q.posted + j
 					off := uint64(int(it%uint64(nslots)) * size)
+					if p.Verify {
+						off = uint64(int(it%k) * size)
+						iterPattern(q.src.Buf[off:off+uint64(size)], size, it, q.idx)
+					}
 					w := verbs.Write(uint64(q.idx)<<40|it, q.src, off, uint32(size), q.remote.VAddr+off, q.remote.RKey)
-					w.Unsignaled = p.Unsig && k != n-1
+					w.Unsignaled = p.Unsig && j != n-1
 					wrs = append(wrs, w)
+				}
+				q.posted += n
+				if p.Verify && (q.posted == (q.v.win+1)*k || (dur == 0 && q.posted == iters)) {
+					wrs = append(wrs, checkWR(q, k))
 				}
 				if err := q.qp.PostSend(wrs...); err != nil {
 					return sendStat{}, err
 				}
-				q.posted += n
+			} else if p.Verify && stopPosting && !q.v.waitAck && q.posted > q.v.win*k {
+				// A duration round ended inside a window: check what it has.
+				if err := q.qp.PostSend(checkWR(q, k)); err != nil {
+					return sendStat{}, err
+				}
 			}
-			if q.done < q.posted || (dur == 0 && q.posted < iters) {
+			if q.done < q.posted || (dur == 0 && q.posted < iters) || q.v.waitAck {
 				busy = true
 			}
 		}
@@ -466,7 +466,20 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 			if c.Status != verbs.StatusSuccess || q == nil {
 				return sendStat{}, completionErr(c)
 			}
-			q.done = max(q.done, c.ID&(1<<40-1)+1)
+			if p.Verify {
+				if c.Op == verbs.CQRecvImm {
+					if isVerifyImm(c.Imm) {
+						if err := s.onCheckImm(q, size, c.Imm); err != nil {
+							return sendStat{}, err
+						}
+					}
+					continue
+				}
+				if c.ID&checkIDFlag != 0 {
+					continue
+				}
+			}
+			q.done = max(q.done, c.ID&(1<<39-1)+1)
 			if dur == 0 {
 				stamps = append(stamps, now.UnixNano())
 			}
@@ -622,7 +635,13 @@ func (s *session) clientRound(ctx context.Context, size int) (any, uint64, error
 			return nil, 0, err
 		}
 		var res result
-		if err := s.o.recvJSON("RESULT", &res); err != nil {
+		// -b --verify: the server's checks still come until it is done.
+		wait := s.checksWhile(p.Verify && p.Bidir, size)
+		err = s.o.recvJSON("RESULT", &res)
+		if cerr := wait(); cerr != nil && err == nil {
+			return nil, 0, cerr
+		}
+		if err != nil {
 			return nil, 0, err
 		}
 		if res.Error != "" {
@@ -632,9 +651,8 @@ func (s *session) clientRound(ctx context.Context, size int) (any, uint64, error
 		mism := res.Mismatches
 		if p.Verify {
 			r.Verified = true
-			if p.Bidir && res.Send != nil {
-				mine := s.verify(size, res.Send.Iters)
-				mism += mine.Mismatches
+			if p.Bidir {
+				mism += s.verifyResult().Mismatches
 			}
 			r.Mismatches = mism
 		}
@@ -655,10 +673,11 @@ func (s *session) clientRound(ctx context.Context, size int) (any, uint64, error
 	if res.Error != "" {
 		return nil, 0, fmt.Errorf("server: %s", res.Error)
 	}
-	// The server's pong writes land in this side's buffer too.
+	// The server's pong writes land in this side's buffer too: pingPong
+	// checked each one.
 	mism := res.Mismatches
 	if p.Verify {
-		mism += s.verify(size, []uint64{1}).Mismatches
+		mism += s.verifyResult().Mismatches
 		r.Verified, r.Mismatches = true, mism
 	}
 	return r, mism, nil
@@ -680,14 +699,22 @@ func (s *session) pingPong(ctx context.Context, size int) (LatResult, error) {
 		} else if i >= p.Iters {
 			break
 		}
+		if p.Verify {
+			iterPattern(q.src.Buf[:size], size, uint64(i), q.idx)
+		}
 		t0 := time.Now()
-		if err := q.qp.PostSend(verbs.WriteImm(uint64(i), q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, uint32(i))); err != nil {
+		if err := q.qp.PostSend(pingWR(verbs.WriteImm(uint64(i), q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, uint32(i)))); err != nil {
 			return LatResult{}, err
 		}
 		if err := s.waitImm(ctx); err != nil {
 			return LatResult{}, err
 		}
 		samples = append(samples, float64(time.Since(t0).Nanoseconds())/2e3)
+		if p.Verify {
+			// The pong of ping i; the server sends the next only after
+			// the next ping, so the slot cannot change under the check.
+			s.checkLat(q, size, uint64(i))
+		}
 		s.progIters.Add(1)
 	}
 	elapsed := time.Since(start)
@@ -706,6 +733,15 @@ func (s *session) pingPong(ctx context.Context, size int) (LatResult, error) {
 		samples = samples[1:]
 	}
 	return latStats(size, samples), nil
+}
+
+// pingWR makes a latency ping or pong unsignaled: the answer to it (or the
+// next ping) shows it landed, and a failure still completes with its error.
+// A send completion per message would cost each side one more device-socket
+// message and wakeup per iteration, which the test does not use.
+func pingWR(w verbs.SendWR) verbs.SendWR {
+	w.Unsignaled = true
+	return w
 }
 
 // waitImm waits for the peer's write-with-immediate, checking this side's
@@ -768,15 +804,18 @@ func (s *session) serve(ctx context.Context) error {
 			res.Send = &st
 		}
 		var peerDone []uint64
-		// A round lasts as long as the client says (-n, -D).
-		if err := s.o.recvJSONWithin("DONE", &peerDone, 24*time.Hour); err != nil {
+		// A round lasts as long as the client says (-n, -D). With --verify
+		// the client's check requests are answered meanwhile.
+		wait := s.checksWhile(p.Verify && p.Kind == BW && res.Error == "", size)
+		err = s.o.recvJSONWithin("DONE", &peerDone, 24*time.Hour)
+		if cerr := wait(); cerr != nil && res.Error == "" {
+			res.Error = cerr.Error()
+		}
+		if err != nil {
 			return err
 		}
 		if p.Verify && res.Error == "" {
-			if p.Kind == Lat && len(peerDone) > 0 {
-				peerDone = []uint64{min(peerDone[0], 1)}
-			}
-			v := s.verify(size, peerDone)
+			v := s.verifyResult()
 			res.Mismatches, res.FirstBad, res.Checked = v.Mismatches, v.FirstBad, v.Checked
 		}
 		if err := s.o.sendJSON("RESULT", res); err != nil {
@@ -808,7 +847,13 @@ func (s *session) respond(ctx context.Context, size int) error {
 			if c.Imm == stopImm {
 				return nil
 			}
-			if err := q.qp.PostSend(verbs.WriteImm(n, q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, c.Imm)); err != nil {
+			if s.p.Verify {
+				// Ping c.Imm landed before its immediate; the client sends
+				// no other until this pong arrives.
+				s.checkLat(q, size, uint64(c.Imm))
+				iterPattern(q.src.Buf[:size], size, uint64(c.Imm), q.idx)
+			}
+			if err := q.qp.PostSend(pingWR(verbs.WriteImm(n, q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, c.Imm))); err != nil {
 				return err
 			}
 			n++

@@ -11,8 +11,9 @@ import (
 	"github.com/softmrc/softmrc/testbed/topo"
 )
 
-// The files mrc-testbed writes today (its own NIC config and template
-// formats) load, and the engine config built from them names the right
+// The files mrc-testbed writes (a nic/config NIC config and an
+// internal/pathtmpl template per host) load strictly, name a device socket
+// in the run folder, and the engine config built from them gives the right
 // paths.
 func TestTestbedFilesLoad(t *testing.T) {
 	for _, preset := range []string{"pair", "clos-2p"} {
@@ -37,12 +38,12 @@ func TestTestbedFilesLoad(t *testing.T) {
 				}
 			}
 			h0 := pl.Hosts[0]
-			c, err := config.LoadAny(h0.NICConfig)
+			c, err := config.Load(h0.NICConfig)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.Ports) != tp.Planes || c.Ports[0].NeighborMAC.IsZero() || c.DeviceSocket == "" {
-				t.Fatalf("converted config %+v", c)
+			if len(c.Ports) != tp.Planes || c.Ports[0].NeighborMAC.IsZero() || c.DeviceSocket != filepath.Join(dir, "host", h0.Name+".sock") {
+				t.Fatalf("config %+v: want %d ports with neighbor MACs and the socket in the run folder", c, tp.Planes)
 			}
 			ec, err := EngineConfig(c)
 			if err != nil {
