@@ -16,8 +16,10 @@ package mrc
 //	ECN,    delay < target  -> hold (ECN here is a load-balancing hint: the EV goes SKIP)
 //
 // A trim (NACK TRIMMED or TRIMMED_LASTHOP) is congestion too: the window is
-// multiplied by TrimDecrease, at most once per RTT. Untrimmed loss is not
-// congestion (it is a broken path) and leaves the window alone.
+// multiplied by TrimDecrease (LastHopDecrease), at most once per RTT; the
+// first TRIMMED_LASTHOP after a quiet spell caps it at the delivery rate ×
+// base RTT instead (onTrim). Untrimmed loss is not congestion (it is a
+// broken path) and leaves the window alone.
 
 func (c *CCConfig) setDefaults(mtu int) {
 	if c.InitCwnd == 0 {
@@ -69,6 +71,24 @@ type ccState struct {
 	lastDec  Time
 	lastTrim Time
 	lastHop  Time // latest TRIMMED_LASTHOP NACK (receiver-limited until LastHopHold RTTs after it)
+	// Delivery rate: bytes acknowledged per ns over the last complete
+	// measuring interval (one srtt long), for the last-hop cap.
+	dlvBytes int
+	dlvStart Time
+	dlvRate  float64
+	dlvOn    bool
+}
+
+// deliveryRate is the latest measured rate, or the rate over the interval
+// in progress when no interval has completed yet (the first RTT of a flow).
+func (c *ccState) deliveryRate(now Time) float64 {
+	if c.dlvRate > 0 {
+		return c.dlvRate
+	}
+	if c.dlvOn && now > c.dlvStart && c.dlvBytes > 0 {
+		return float64(c.dlvBytes) / float64(now-c.dlvStart)
+	}
+	return 0
 }
 
 func (c *ccState) init(cfg *CCConfig, mtu int) {
@@ -116,6 +136,19 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 	if rtt > 0 && (c.baseRTT == 0 || rtt < c.baseRTT) {
 		c.baseRTT = rtt
 	}
+	if !c.dlvOn {
+		c.dlvOn, c.dlvStart = true, now
+	} else {
+		c.dlvBytes += acked
+	}
+	if srtt > 0 && now-c.dlvStart >= srtt {
+		// An interval stretched by an idle spell says nothing about what
+		// the receiver takes: keep the previous rate.
+		if now-c.dlvStart <= 4*srtt {
+			c.dlvRate = float64(c.dlvBytes) / float64(now-c.dlvStart)
+		}
+		c.dlvBytes, c.dlvStart = 0, now
+	}
 	if rtt == 0 {
 		rtt = srtt
 	}
@@ -162,9 +195,22 @@ func (c *ccState) onTrim(now Time, srtt Time, lastHop bool) {
 	if c.cfg.Disable {
 		return
 	}
+	first := lastHop && !c.receiverLimited(now, srtt)
 	c.started = true
 	if lastHop {
 		c.lastHop = now
+	}
+	if first {
+		// Entering receiver-limited mode (an incast): what the receiver
+		// takes from us is what we were just delivered; more than that
+		// times the base RTT only queues at its downlink or is trimmed
+		// there, after crossing the fabric.
+		if lim := c.deliveryRate(now) * float64(c.baseRTT) * lastHopCapGain; lim > 0 && c.cwnd > lim {
+			c.cwnd = lim
+			c.lastTrim = now
+			c.clamp()
+			return
+		}
 	}
 	if now-c.lastTrim >= srtt {
 		if lastHop {
@@ -176,3 +222,11 @@ func (c *ccState) onTrim(now Time, srtt Time, lastHop bool) {
 		c.clamp()
 	}
 }
+
+// lastHopCapGain scales the cap on entering receiver-limited mode (delivery
+// rate × base RTT). In the fabric simulator's incast, over seeds 1–5 and 13:
+// 0.75 gave the victim 96.7–98.2 % of its rate with the incast at 93.6–94.3 %
+// of the receiver; 1.0 96.7–97.7 % / 94.5–95.5 %; 1.5 95.9–97.6 % / 96–97 %.
+// Applied at every last-hop cut (not only on entry) it cost fairness:
+// Jain 0.90–0.99 instead of 0.99.
+const lastHopCapGain = 1.0

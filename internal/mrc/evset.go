@@ -41,7 +41,7 @@ func (q *qp) anyUsableEV() bool {
 // EV of the transmission being repeated) unless it is the only one. A GOOD
 // EV carries the packet. A SKIP EV carries a share of what a GOOD EV carries,
 // its weight w (deficit round robin: each visit adds w to its credit, a
-// credit of 1 buys a packet); marks halve w, clean acknowledgements raise it
+// credit of 1 buys a packet); marks cut w, clean acknowledgements raise it
 // back to 1 and the EV to GOOD (skipEV, unskip). When no EV has credit within
 // two passes, the SKIP EV with the most credit carries the packet rather
 // than stalling the QP.
@@ -86,10 +86,11 @@ func (q *qp) pickEV(avoid int32) int32 {
 }
 
 // skipEV handles a congestion mark on an EV (an ECN echo, a TRIMMED NACK):
-// it goes SKIP with weight skipDecrease; a further mark multiplies the weight
-// by skipDecrease again (down to minSkipW), at most once per 5/4 srtt;
-// unskip multiplies it by skipRecover per clean acknowledgement, and at 1 the
-// EV is GOOD again.
+// it goes SKIP with weight skipCut; a further mark multiplies the weight by
+// skipCut again (down to minSkipW), at most once per 5/4 srtt; unskip
+// multiplies it by skipRec per clean acknowledgement, and at 1 the EV is
+// GOOD again. skipCut and skipRec are skipDecrease and skipRecover scaled to
+// the set size (skipRefEVs).
 //
 // Why weights and not "skip one pass" (SKIP_ONCE read literally): with a
 // small EV set a pass is far shorter than the RTT the next echo needs, so
@@ -110,7 +111,7 @@ func (q *qp) skipEV(idx int32) {
 		q.setState(idx, EVSkip)
 		x.lastCut = now
 	} else if now-x.lastCut >= q.srtt*5/4 {
-		x.w = max(x.w*skipDecrease, minSkipW)
+		x.w = max(x.w*q.skipCut, minSkipW)
 		x.lastCut = now
 	}
 }
@@ -121,7 +122,7 @@ func (q *qp) unskip(idx int32) {
 	if x.w >= 1 {
 		return
 	}
-	x.w *= skipRecover
+	x.w *= q.skipRec
 	if x.w >= 1 {
 		x.w = 1
 		if x.state == EVSkip {
@@ -136,6 +137,24 @@ const (
 	skipRecover  = 1 + 1.0/16 // weight factor per clean acknowledgement
 	minSkipW     = 1.0 / 64   // least weight: a SKIP EV keeps being tested
 )
+
+// skipRefEVs is the set size up to which a mark and a clean
+// acknowledgement move an EV's weight by skipDecrease and skipRecover. In a
+// larger set of n EVs each EV sees only 1/n of the QP's marks and
+// acknowledgements and the factors are raised to the power skipRefEVs/n
+// (qp.skipCut, qp.skipRec): the load of a path then moves by about as much
+// per RTT of marks as in a small set, by many small cuts averaged over the
+// path's EVs instead of a halving of each. Why: with 128 EVs and whole
+// halvings, the fabric simulator's incast victim (one flow, ~100 packets
+// per RTT over four T1→T0 links shared with the incast) cut nearly every
+// EV of whichever T1 was marked, recovered each one only from its own rare
+// clean acknowledgements (~1 per EV per 5 RTT), and its weights drifted
+// apart: its split between the two T1s of a plane was 12 % off over 10 µs
+// windows (7–8 % without ECN skips) and it kept 88–90 % of its rate; scaled
+// (with the last-hop cap, cc.go) 96.7–97.7 %. Reference 8 gave 96.2–96.8 %,
+// 16 95.4–96.9 %; 4 also helped the 8-EV ECN balance scenario (weaker flow
+// 45.9 % of the capacity on average over six seeds, 45.1 % unscaled).
+const skipRefEVs = 4
 
 // gbnPick is the go-back-N path: the primary plane's single EV, or the first
 // usable plane's if the primary cannot be used (a bonded RoCE port fails
@@ -172,7 +191,7 @@ func (q *qp) setState(idx int32, s EVState) {
 	case EVGood:
 		x.w = 1
 	case EVSkip:
-		x.w, x.credit = skipDecrease, 0
+		x.w, x.credit = q.skipCut, 0
 	}
 	x.c.Transitions[old][s]++
 	q.stats.EVTransitions[old][s]++

@@ -2,6 +2,7 @@ package mrc
 
 import (
 	"bytes"
+	"math"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/wire"
@@ -355,8 +356,13 @@ func TestSkipRotation(t *testing.T) {
 	if len(used) != len(q.order) {
 		t.Errorf("all-SKIP set: used %d of %d EVs (%v)", len(used), len(q.order), used)
 	}
-	// A SKIP EV among GOOD ones carries about its weight's share (½ after
-	// one mark, ¼ after two) of what a GOOD EV carries.
+	// Per-mark and per-ack factors are scaled to the set size (skipRefEVs):
+	// 8 EVs move by skipDecrease^(4/8) per mark.
+	if want := math.Pow(skipDecrease, skipRefEVs/float64(len(q.order))); q.skipCut != want || len(q.order) != 8 {
+		t.Fatalf("%d EVs: cut factor %v, want %v", len(q.order), q.skipCut, want)
+	}
+	// A SKIP EV among GOOD ones carries about its weight's share (skipCut
+	// after one mark, skipCut² after two) of what a GOOD EV carries.
 	for i := range q.order {
 		q.setState(q.order[i], EVGood)
 	}
@@ -365,8 +371,8 @@ func TestSkipRotation(t *testing.T) {
 	q.skipEV(skipped)
 	q.e.now += q.srtt // marks within 5/4 RTT of a cut echo the same queue: no second cut
 	q.skipEV(skipped)
-	if w := q.evs[skipped].w; w != skipDecrease {
-		t.Fatalf("two marks within an RTT: weight %v, want %v", w, skipDecrease)
+	if w := q.evs[skipped].w; w != q.skipCut {
+		t.Fatalf("two marks within an RTT: weight %v, want %v", w, q.skipCut)
 	}
 	q.e.now += q.srtt
 	q.skipEV(skipped)
@@ -383,8 +389,9 @@ func TestSkipRotation(t *testing.T) {
 	if q.order[0] == skipped {
 		good = counts[q.order[1]]
 	}
-	if got := counts[skipped]; 4*got < good*3/4 || 4*got > good*5/4 {
-		t.Errorf("SKIP EV at weight ¼ carried %d packets, a GOOD one %d", got, good)
+	w2 := q.skipCut * q.skipCut
+	if got := float64(counts[skipped]); got < w2*float64(good)*3/4 || got > w2*float64(good)*5/4 {
+		t.Errorf("SKIP EV at weight %.3f carried %v packets, a GOOD one %d", w2, got, good)
 	}
 	// Clean acknowledgements raise the weight back to 1: GOOD again.
 	for k := 0; k < 64 && q.evs[skipped].state == EVSkip; k++ {

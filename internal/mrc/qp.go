@@ -2,6 +2,7 @@ package mrc
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/softmrc/softmrc/internal/wire"
 )
@@ -227,6 +228,8 @@ type qp struct {
 	evs           []evEntry
 	evIdx         map[wire.EV]int32
 	grps          []evGroup
+	skipRec       float64 // SKIP weight factor per clean acknowledgement (unskip)
+	skipCut       float64 // SKIP weight factor per mark (skipEV)
 	order         []int32
 	cur           int
 	nBad          int
@@ -313,6 +316,10 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 		}
 	}
 	q.shuffle()
+	// Each EV sees 1/len(order) of the QP's marks and acknowledgements
+	// (skipRefEVs).
+	f := min(1, skipRefEVs/float64(len(q.order)))
+	q.skipCut, q.skipRec = math.Pow(skipDecrease, f), math.Pow(skipRecover, f)
 	for i := range q.gbnEV {
 		q.gbnEV[i] = -1
 	}
