@@ -305,20 +305,10 @@ func (q *qp) pollControl(now Time, emit func(wire.Plane, []byte)) {
 func (q *qp) sendSACK(it ctrlItem, emit func(wire.Plane, []byte)) {
 	e := q.e
 	r := &q.rx
-	ev, ok := q.ctrlEV()
+	t, pl, ok := q.startCtrl(wire.OpSACK, r.cack)
 	if !ok {
-		e.stats.TxNoRoute++
 		return
 	}
-	e.resetTx()
-	pl, ok := e.fillNet(q.peer, ev)
-	if !ok {
-		e.stats.TxNoRoute++
-		return
-	}
-	t := &e.tx
-	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
-	t.Opcode, t.DestQP, t.PSN = wire.OpSACK, q.remote.QPN, r.cack
 	s := &t.SACK
 	s.M, s.Entropy = it.m, it.ev
 	s.SPDCID, s.DPDCID = uint16(q.qpn), uint16(q.remote.QPN)
@@ -368,20 +358,10 @@ func (q *qp) sendSACK(it ctrlItem, emit func(wire.Plane, []byte)) {
 
 func (q *qp) sendNACK(it ctrlItem, emit func(wire.Plane, []byte)) {
 	e := q.e
-	ev, ok := q.ctrlEV()
+	t, pl, ok := q.startCtrl(wire.OpNACK, it.psn)
 	if !ok {
-		e.stats.TxNoRoute++
 		return
 	}
-	e.resetTx()
-	pl, ok := e.fillNet(q.peer, ev)
-	if !ok {
-		e.stats.TxNoRoute++
-		return
-	}
-	t := &e.tx
-	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
-	t.Opcode, t.DestQP, t.PSN = wire.OpNACK, q.remote.QPN, it.psn
 	t.NACK = wire.NACKFields{Reason: it.reason, Entropy: it.ev, SPDCID: uint16(q.qpn), DPDCID: uint16(q.remote.QPN),
 		NackPSN: it.psn, Timestamp: it.ts}
 	q.stats.TxNACK++
@@ -392,20 +372,10 @@ func (q *qp) sendNACK(it ctrlItem, emit func(wire.Plane, []byte)) {
 // not used), MSN = messages completed, BTH PSN = the cumulative ack.
 func (q *qp) sendTransportACK(emit func(wire.Plane, []byte)) {
 	e := q.e
-	ev, ok := q.ctrlEV()
+	t, pl, ok := q.startCtrl(wire.OpAck, q.rx.cack)
 	if !ok {
-		e.stats.TxNoRoute++
 		return
 	}
-	e.resetTx()
-	pl, ok := e.fillNet(q.peer, ev)
-	if !ok {
-		e.stats.TxNoRoute++
-		return
-	}
-	t := &e.tx
-	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
-	t.Opcode, t.DestQP, t.PSN = wire.OpAck, q.remote.QPN, q.rx.cack
 	t.Syndrome, t.AckMSN = 0x1F, uint32(q.stats.MsgsReceived)&0xFFFFFF
 	q.stats.TxAck++
 	e.emitFrame(pl, emit)
@@ -413,21 +383,33 @@ func (q *qp) sendTransportACK(emit func(wire.Plane, []byte)) {
 
 func (q *qp) sendNAKSeq(it ctrlItem, emit func(wire.Plane, []byte)) {
 	e := q.e
-	ev, ok := q.ctrlEV()
+	t, pl, ok := q.startCtrl(wire.OpAck, it.psn)
 	if !ok {
-		e.stats.TxNoRoute++
 		return
 	}
-	e.resetTx()
-	pl, ok := e.fillNet(q.peer, ev)
-	if !ok {
-		e.stats.TxNoRoute++
-		return
-	}
-	t := &e.tx
-	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
-	t.Opcode, t.DestQP, t.PSN = wire.OpAck, q.remote.QPN, it.psn
 	t.Syndrome = 0x60 // NAK, PSN sequence error (IBTA)
 	q.stats.TxNACK++
 	e.emitFrame(pl, emit)
+}
+
+// startCtrl prepares e.tx for a control packet (SACK, NACK, ACK) to the peer
+// on a reverse EV, in the CONTROL class. ok is false (and TxNoRoute counted)
+// when no reverse EV or route exists.
+func (q *qp) startCtrl(op wire.Opcode, psn wire.PSN) (t *wire.Packet, pl wire.Plane, ok bool) {
+	e := q.e
+	ev, ok := q.ctrlEV()
+	if !ok {
+		e.stats.TxNoRoute++
+		return nil, 0, false
+	}
+	e.resetTx()
+	pl, ok = e.fillNet(q.peer, ev)
+	if !ok {
+		e.stats.TxNoRoute++
+		return nil, 0, false
+	}
+	t = &e.tx
+	t.DSCP, t.ECN = wire.DSCPControl, wire.ECNNotECT
+	t.Opcode, t.DestQP, t.PSN = op, q.remote.QPN, psn
+	return t, pl, true
 }
