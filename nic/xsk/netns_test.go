@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/softmrc/softmrc/internal/nsthread"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -105,18 +105,7 @@ func newVethNet(tb testing.TB, mtu int) *vethNet {
 // inNS runs fn on a fresh OS thread switched into ns. The thread is never
 // unlocked, so Go discards it when fn returns instead of reusing a thread in
 // the wrong namespace.
-func inNS(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
+func inNS(ns netns.NsHandle, fn func() error) error { return nsthread.In(ns, fn) }
 
 // openIn opens a port in ns and closes it at cleanup.
 func openIn(tb testing.TB, ns netns.NsHandle, cfg Config) *XDPPort {

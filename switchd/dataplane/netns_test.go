@@ -3,16 +3,14 @@ package dataplane
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"github.com/softmrc/softmrc/internal/nsthread"
 	"net"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,38 +106,7 @@ func (c *chain) in(ns string, f func() error) {
 	}
 }
 
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: if switching back failed it must
-		// die with the goroutine rather than serve others in the wrong ns.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- err
-			return
-		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func inNetns(ns string, f func() error) error { return nsthread.Named(ns, f) }
 
 // packetSocket is an AF_PACKET socket bound to one interface.
 type packetSocket struct {

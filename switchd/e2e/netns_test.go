@@ -3,12 +3,11 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"github.com/softmrc/softmrc/internal/nsthread"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,38 +102,7 @@ func mac(t *testing.T, ns, dev string) net.HardwareAddr {
 }
 
 // inNetns runs f on a locked OS thread inside namespace ns.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked on failure: a thread stuck in the wrong namespace
-		// must die with its goroutine.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func inNetns(ns string, f func() error) error { return nsthread.Named(ns, f) }
 
 // packetSock is an AF_PACKET socket bound to one interface in a namespace.
 type packetSock struct {

@@ -8,9 +8,9 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"github.com/softmrc/softmrc/internal/nsthread"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -120,28 +120,7 @@ func Delete(name string) error {
 
 // onThread runs f on a fresh locked OS thread and restores that thread's
 // namespace afterwards (or retires the thread when it cannot).
-func onThread(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			errc <- errors.Join(ferr, fmt.Errorf("restore namespace: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func onThread(f func() error) error { return nsthread.Run(f) }
 
 // Do runs f with the calling OS thread inside the named namespace; f must
 // not start goroutines that expect to be in it.
