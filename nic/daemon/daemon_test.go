@@ -68,22 +68,11 @@ func connect(t *testing.T, a, b *side) {
 
 func waitCQE(t *testing.T, d *verbs.Device) verbs.Completion {
 	t.Helper()
-	var c [1]verbs.Completion
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		n, err := d.PollCQ(c[:])
-		if err != nil {
-			t.Fatalf("PollCQ: %v", err)
-		}
-		if n == 1 {
-			return c[0]
-		}
-		if _, err := d.WaitCQ(100 * time.Millisecond); err != nil {
-			t.Fatalf("WaitCQ: %v", err)
-		}
+	c, err := d.NextCompletion(10 * time.Second)
+	if err != nil {
+		t.Fatalf("waiting for a completion: %v", err)
 	}
-	t.Fatal("no completion within 10 s")
-	return verbs.Completion{}
+	return c
 }
 
 func fill(b []byte, seed uint32) {

@@ -470,6 +470,33 @@ func (d *Device) PollCQ(out []Completion) (int, error) {
 	return n, nil
 }
 
+// NextCompletion waits up to timeout for one completion and returns it. It
+// fails with ErrNoCompletion when none arrives in time, or with the device's
+// error once the daemon is gone.
+func (d *Device) NextCompletion(timeout time.Duration) (Completion, error) {
+	var c [1]Completion
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := d.PollCQ(c[:])
+		if err != nil {
+			return Completion{}, err
+		}
+		if n == 1 {
+			return c[0], nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return Completion{}, ErrNoCompletion
+		}
+		if _, err := d.WaitCQ(left); err != nil {
+			return Completion{}, err
+		}
+	}
+}
+
+// ErrNoCompletion is NextCompletion's timeout.
+var ErrNoCompletion = errors.New("verbs: no completion before the timeout")
+
 // WaitCQ blocks until a completion is queued, the device dies, or timeout
 // passes (negative: no limit). It reports whether completions are queued.
 func (d *Device) WaitCQ(timeout time.Duration) (bool, error) {

@@ -179,22 +179,11 @@ func pair(t *testing.T, path string) (a, b *verbs.Device, qa, qb *verbs.QP) {
 
 func waitCQE(t *testing.T, d *verbs.Device) verbs.Completion {
 	t.Helper()
-	var c [1]verbs.Completion
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		n, err := d.PollCQ(c[:])
-		if err != nil {
-			t.Fatalf("PollCQ: %v", err)
-		}
-		if n == 1 {
-			return c[0]
-		}
-		if _, err := d.WaitCQ(100 * time.Millisecond); err != nil {
-			t.Fatalf("WaitCQ: %v", err)
-		}
+	c, err := d.NextCompletion(5 * time.Second)
+	if err != nil {
+		t.Fatalf("waiting for a completion: %v", err)
 	}
-	t.Fatal("no completion within 5 s")
-	return verbs.Completion{}
+	return c
 }
 
 func TestWriteLandsInPeerMemory(t *testing.T) {
@@ -296,6 +285,18 @@ func TestDeviceGoneIsReported(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("device death took longer than 5 s to notice")
+	}
+}
+
+func TestNextCompletionTimesOutThenReportsDeath(t *testing.T) {
+	path, svc := startLoop(t)
+	a, _, _, _ := pair(t, path)
+	if _, err := a.NextCompletion(20 * time.Millisecond); !errors.Is(err, verbs.ErrNoCompletion) {
+		t.Fatalf("nothing posted: err = %v, want ErrNoCompletion", err)
+	}
+	go svc.Close("daemon stopping for the test")
+	if _, err := a.NextCompletion(5 * time.Second); !errors.Is(err, verbs.ErrDeviceGone) {
+		t.Fatalf("after the daemon closed: err = %v, want ErrDeviceGone", err)
 	}
 }
 
