@@ -10,71 +10,97 @@ import (
 // BenchmarkSendReceive measures the steady-state cost of one data packet
 // through both engines (sender builds and encodes it, receiver decodes,
 // checks the ICRC, places the payload and coalesces SACKs; the sender then
-// processes the SACKs). Frames go straight from one engine to the other.
+// processes the SACKs). Frames go straight from one engine to the other:
+// copied out of Poll's buffer ("poll"), or encoded by PollInto straight
+// into the queue ("into").
 func BenchmarkSendReceive(b *testing.B) {
 	for _, mtu := range []int{2048, 4096} {
-		b.Run(map[int]string{2048: "mtu2048", 4096: "mtu4096"}[mtu], func(b *testing.B) {
-			h := newHarness(b, hopts{seed: 1, cfg: func(c *Config) { c.MTU = mtu; c.PortRate = 0 }})
-			const region = 64 << 20
-			src := make([]byte, region)
-			h.mem[0].Register(1, 0, src, AccessLocalRead)
-			h.mem[1].Register(2, 0, make([]byte, region), AccessRemoteWrite)
-			var q [2][][]byte
-			for i := range q {
-				for k := 0; k < 4096; k++ {
-					q[i] = append(q[i], make([]byte, 0, maxFrame))
-				}
+		for _, into := range []bool{false, true} {
+			b.Run(map[int]string{2048: "mtu2048", 4096: "mtu4096"}[mtu]+map[bool]string{false: "/poll", true: "/into"}[into], func(b *testing.B) {
+				benchSendReceive(b, mtu, into)
+			})
+		}
+	}
+}
+
+func benchSendReceive(b *testing.B, mtu int, into bool) {
+	h := newHarness(b, hopts{seed: 1, cfg: func(c *Config) { c.MTU = mtu; c.PortRate = 0 }})
+	const region = 64 << 20
+	src := make([]byte, region)
+	h.mem[0].Register(1, 0, src, AccessLocalRead)
+	h.mem[1].Register(2, 0, make([]byte, region), AccessRemoteWrite)
+	var q [2][][]byte
+	for i := range q {
+		for k := 0; k < 4096; k++ {
+			q[i] = append(q[i], make([]byte, 0, maxFrame))
+		}
+	}
+	var n [2]int
+	emit := func(to int) func(wire.Plane, []byte) {
+		return func(_ wire.Plane, f []byte) {
+			q[to][n[to]] = append(q[to][n[to]][:0], f...)
+			n[to]++
+		}
+	}
+	em := [2]func(wire.Plane, []byte){emit(1), emit(0)}
+	dst := func(to int) func(wire.Plane) []byte {
+		return func(wire.Plane) []byte { return q[to][n[to]][:maxFrame] }
+	}
+	commit := func(to int) func(wire.Plane, int) {
+		return func(_ wire.Plane, k int) {
+			q[to][n[to]] = q[to][n[to]][:k]
+			n[to]++
+		}
+	}
+	ds := [2]func(wire.Plane) []byte{dst(1), dst(0)}
+	cs := [2]func(wire.Plane, int){commit(1), commit(0)}
+	poll := func(now Time, side int) {
+		if into {
+			h.eng[side].PollInto(now, ds[side], cs[side])
+		} else {
+			h.eng[side].Poll(now, em[side])
+		}
+	}
+	cq := make([]Completion, 256)
+	var now Time
+	post := func() {
+		for {
+			err := h.eng[0].PostWrite(h.qp[0], WR{LKey: 1, Addr: 0, Len: 1 << 20, RemoteVA: 0, RKey: 2})
+			if err != nil {
+				return
 			}
-			var n [2]int
-			emit := func(to int) func(wire.Plane, []byte) {
-				return func(_ wire.Plane, f []byte) {
-					q[to][n[to]] = append(q[to][n[to]][:0], f...)
-					n[to]++
-				}
+		}
+	}
+	post()
+	pkts := 0
+	step := func() {
+		now += 200
+		for side := 0; side < 2; side++ {
+			m := n[side]
+			n[side] = 0
+			for i := 0; i < m; i++ {
+				h.eng[side].HandlePacket(now, 0, q[side][i])
 			}
-			em := [2]func(wire.Plane, []byte){emit(1), emit(0)}
-			cq := make([]Completion, 256)
-			var now Time
-			post := func() {
-				for {
-					err := h.eng[0].PostWrite(h.qp[0], WR{LKey: 1, Addr: 0, Len: 1 << 20, RemoteVA: 0, RKey: 2})
-					if err != nil {
-						return
-					}
-				}
-			}
+		}
+		before := h.eng[0].stats.TxFrames
+		poll(now, 0)
+		poll(now, 1)
+		pkts += int(h.eng[0].stats.TxFrames - before)
+		for h.eng[0].PollCQ(cq) > 0 {
+		}
+		if h.eng[0].qps[h.qp[0]].msgTail-h.eng[0].qps[h.qp[0]].msgHead < 16 {
 			post()
-			pkts := 0
-			step := func() {
-				now += 200
-				for side := 0; side < 2; side++ {
-					m := n[side]
-					n[side] = 0
-					for i := 0; i < m; i++ {
-						h.eng[side].HandlePacket(now, 0, q[side][i])
-					}
-				}
-				before := h.eng[0].stats.TxFrames
-				h.eng[0].Poll(now, em[0])
-				h.eng[1].Poll(now, em[1])
-				pkts += int(h.eng[0].stats.TxFrames - before)
-				for h.eng[0].PollCQ(cq) > 0 {
-				}
-				if h.eng[0].qps[h.qp[0]].msgTail-h.eng[0].qps[h.qp[0]].msgHead < 16 {
-					post()
-				}
-			}
-			for i := 0; i < 2000; i++ { // warm up: windows open, queues sized
-				step()
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(mtu))
-			b.ResetTimer()
-			pkts = 0
-			for pkts < b.N {
-				step()
-			}
-		})
+		}
+	}
+	for i := 0; i < 2000; i++ { // warm up: windows open, queues sized
+		step()
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(mtu))
+	b.ResetTimer()
+	pkts = 0
+	for pkts < b.N {
+		step()
 	}
 }
 

@@ -38,6 +38,11 @@ type Engine struct {
 	tx  wire.Packet // encode source
 	buf [maxFrame]byte
 
+	// dst and commit are set only during PollInto: frames are then encoded
+	// straight into the caller's buffers (see PollInto).
+	dst    func(port wire.Plane) []byte
+	commit func(port wire.Plane, n int)
+
 	stats EngineCounters
 }
 
@@ -444,6 +449,22 @@ func ts16(now Time) uint16 { return uint16(now >> 10) }
 // probes, then data (at most MaxBurst data packets). emit must copy the frame
 // before returning; the buffer is reused.
 func (e *Engine) Poll(now Time, emit func(port wire.Plane, frame []byte)) {
+	e.poll(now, emit)
+}
+
+// PollInto is Poll that encodes each frame straight into a buffer of the
+// caller's, saving the copy out of the engine's own buffer: dst returns the
+// buffer for the next frame to port (nil or too short for the frame: the
+// frame is dropped, and the engine recovers it as a loss), and commit
+// reports the length written into it. Callers that keep the two funcs in
+// fields (not fresh closures per call) keep PollInto allocation-free.
+func (e *Engine) PollInto(now Time, dst func(port wire.Plane) []byte, commit func(port wire.Plane, n int)) {
+	e.dst, e.commit = dst, commit
+	defer func() { e.dst, e.commit = nil, nil }()
+	e.poll(now, nil)
+}
+
+func (e *Engine) poll(now Time, emit func(port wire.Plane, frame []byte)) {
 	e.now = now
 	for _, q := range e.qpList {
 		q.runTimers(now)
@@ -505,6 +526,10 @@ func (e *Engine) NextDeadline() Time {
 }
 
 func (e *Engine) emitFrame(port wire.Plane, emit func(wire.Plane, []byte)) {
+	if e.dst != nil {
+		e.emitInto(port)
+		return
+	}
 	n, err := e.tx.Encode(e.buf[:])
 	if err != nil {
 		// Every field is set by the engine itself; an error is a bug.
@@ -515,6 +540,27 @@ func (e *Engine) emitFrame(port wire.Plane, emit func(wire.Plane, []byte)) {
 		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
 	}
 	emit(port, e.buf[:n])
+}
+
+// emitInto encodes e.tx into the PollInto caller's buffer for port. A
+// missing or short buffer drops the frame like a full transmit queue would
+// (counted in TxNoBuffer): it still counts as sent (and against the port's
+// rate), so the protocol recovers it as a loss.
+func (e *Engine) emitInto(port wire.Plane) {
+	n := e.tx.Len()
+	if b := e.dst(port); len(b) >= n {
+		m, err := e.tx.Encode(b)
+		if err != nil {
+			panic("mrc: encode: " + err.Error())
+		}
+		e.commit(port, m)
+	} else {
+		e.stats.TxNoBuffer++
+	}
+	e.stats.TxFrames++
+	if r := e.cfg.PortRates[port]; r > 0 {
+		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
+	}
 }
 
 // fillNet fills the Ethernet/IPv6/UDP part of e.tx for a packet on ev to pr.

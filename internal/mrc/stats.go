@@ -82,6 +82,7 @@ type EngineCounters struct {
 	RxNoPeer           uint64 // endpoint op from an unknown address
 	CtrlDropped        uint64 // control queue overflow
 	TxNoRoute          uint64 // no path for a control packet
+	TxNoBuffer         uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
 	PortStatusSent     uint64
 	CQOverflow         uint64
 }

@@ -79,9 +79,12 @@ type Daemon struct {
 	comps   []mrc.Completion
 	deliver map[uint32][]vproto.CQE
 	txq     []portTx
-	running atomic.Bool
-	stopped chan struct{}
-	cap     *capture
+	// txSlot and txCommit are txSlotFn and txCommitFn bound once.
+	txSlot   func(wire.Plane) []byte
+	txCommit func(wire.Plane, int)
+	running  atomic.Bool
+	stopped  chan struct{}
+	cap      *capture
 
 	c counters
 }
@@ -208,6 +211,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		}
 	}
 	d.txq = make([]portTx, len(d.ports))
+	d.txSlot, d.txCommit = d.txSlotFn, d.txCommitFn
 	for i := range d.txq {
 		d.txq[i].init(cfg.Ports[i].PacingBps)
 	}
@@ -452,21 +456,38 @@ func (d *Daemon) transmit(now mrc.Time) int {
 			return sent
 		}
 	}
-	d.eng.Poll(now, func(port wire.Plane, frame []byte) {
-		i := -1
-		if int(port) < wire.MaxPlanes {
-			i = d.byPlane[port]
-		}
-		if i < 0 || !d.txq[i].add(frame) {
-			d.c.txBacklogFull.Add(1)
-			return
-		}
-		d.cap.frame(i, frame)
-	})
+	// The engine encodes straight into the port queues' buffers, so a
+	// data payload is copied twice (memory to queue, queue to UMEM).
+	d.eng.PollInto(now, d.txSlot, d.txCommit)
 	for i := range d.txq {
 		sent += d.txq[i].flush(d.ports[i], now, &d.c)
 	}
 	return sent
+}
+
+func (d *Daemon) txPort(port wire.Plane) int {
+	if int(port) < wire.MaxPlanes {
+		return d.byPlane[port]
+	}
+	return -1
+}
+
+// txSlot and txCommit are PollInto's callbacks; as method values bound
+// once in New they keep transmit allocation-free.
+func (d *Daemon) txSlotFn(port wire.Plane) []byte {
+	var b []byte
+	if i := d.txPort(port); i >= 0 {
+		b = d.txq[i].slot()
+	}
+	if b == nil {
+		d.c.txBacklogFull.Add(1)
+	}
+	return b
+}
+
+func (d *Daemon) txCommitFn(port wire.Plane, n int) {
+	i := d.txPort(port)
+	d.cap.frame(i, d.txq[i].push(n))
 }
 
 // idle sleeps until a port is readable, a request arrives, or the engine's

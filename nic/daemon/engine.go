@@ -23,6 +23,8 @@ type Engine interface {
 	HandlePacket(now mrc.Time, port wire.Plane, frame []byte)
 	// Poll emits the frames due at now; emit copies them.
 	Poll(now mrc.Time, emit func(port wire.Plane, frame []byte))
+	// PollInto is Poll encoding each frame into dst(port), then commit.
+	PollInto(now mrc.Time, dst func(port wire.Plane) []byte, commit func(port wire.Plane, n int))
 	NextDeadline() mrc.Time
 	SetPortState(now mrc.Time, port wire.Plane, up bool)
 	Deny(qpn wire.QPN, ev wire.EV) error

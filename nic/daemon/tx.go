@@ -56,6 +56,23 @@ func (t *portTx) add(frame []byte) bool {
 	return true
 }
 
+// slot is the buffer the next frame is encoded into (nil when the queue is
+// full); push queues it once n bytes are written.
+func (t *portTx) slot() []byte {
+	if t.n == len(t.bufs) {
+		return nil
+	}
+	b := t.bufs[(t.head+t.n)%len(t.bufs)]
+	return b[:cap(b)]
+}
+
+func (t *portTx) push(n int) []byte {
+	i := (t.head + t.n) % len(t.bufs)
+	t.bufs[i] = t.bufs[i][:n]
+	t.n++
+	return t.bufs[i]
+}
+
 func (t *portTx) refill(now mrc.Time) {
 	if t.rate == 0 {
 		return
