@@ -1,5 +1,7 @@
 package mrc
 
+import "cmp"
+
 // Congestion control in the spirit of UET NSCC (MRC-PUBLIC-FACTS §1.15): a
 // sender-side window in bytes per destination, clocked by acknowledged bytes,
 // steered by the ECN echo of the triggering packet and by the queueing delay
@@ -22,42 +24,18 @@ package mrc
 // broken path) and leaves the window alone.
 
 func (c *CCConfig) setDefaults(mtu int) {
-	if c.InitCwnd == 0 {
-		c.InitCwnd = 64 * mtu
-	}
-	if c.MinCwnd == 0 {
-		c.MinCwnd = mtu
-	}
-	if c.TargetQDelay == 0 {
-		c.TargetQDelay = 6 * Microsecond
-	}
-	if c.PropGain == 0 {
-		c.PropGain = 0.5
-	}
-	if c.PropInc == 0 {
-		c.PropInc = 8
-	}
-	if c.FairInc == 0 {
-		c.FairInc = 1
-	}
-	if c.MDGain == 0 {
-		c.MDGain = 0.5
-	}
-	if c.MDFloor == 0 {
-		c.MDFloor = 0.5
-	}
-	if c.TrimDecrease == 0 {
-		c.TrimDecrease = 1
-	}
-	if c.LastHopDecrease == 0 {
-		c.LastHopDecrease = 0.7
-	}
-	if c.LastHopInc == 0 {
-		c.LastHopInc = 1
-	}
-	if c.LastHopHold == 0 {
-		c.LastHopHold = 128
-	}
+	c.InitCwnd = cmp.Or(c.InitCwnd, 64*mtu)
+	c.MinCwnd = cmp.Or(c.MinCwnd, mtu)
+	c.TargetQDelay = cmp.Or(c.TargetQDelay, 6*Microsecond)
+	c.PropGain = cmp.Or(c.PropGain, 0.5)
+	c.PropInc = cmp.Or(c.PropInc, 8)
+	c.FairInc = cmp.Or(c.FairInc, 1)
+	c.MDGain = cmp.Or(c.MDGain, 0.5)
+	c.MDFloor = cmp.Or(c.MDFloor, 0.5)
+	c.TrimDecrease = cmp.Or(c.TrimDecrease, 1)
+	c.LastHopDecrease = cmp.Or(c.LastHopDecrease, 0.7)
+	c.LastHopInc = cmp.Or(c.LastHopInc, 1)
+	c.LastHopHold = cmp.Or(c.LastHopHold, 128)
 }
 
 type ccState struct {

@@ -82,9 +82,14 @@ type Daemon struct {
 	// txSlot and txCommit are txSlotFn and txCommitFn bound once.
 	txSlot   func(wire.Plane) []byte
 	txCommit func(wire.Plane, int)
-	running  atomic.Bool
-	stopped  chan struct{}
-	cap      *capture
+	// rxFns[i] hands port i's received frames to the engine at rxNow; bound
+	// once in New, because a closure made per loop turn escapes (RecvFunc is
+	// an interface call) and would allocate on every turn.
+	rxFns   []func(frame []byte)
+	rxNow   mrc.Time
+	running atomic.Bool
+	stopped chan struct{}
+	cap     *capture
 
 	c counters
 }
@@ -212,6 +217,10 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	d.txq = make([]portTx, len(d.ports))
 	d.txSlot, d.txCommit = d.txSlotFn, d.txCommitFn
+	d.rxFns = make([]func([]byte), len(d.ports))
+	for i := range d.rxFns {
+		d.rxFns[i] = d.rxFn(i)
+	}
 	for i := range d.txq {
 		d.txq[i].init(cfg.Ports[i].PacingBps)
 	}
@@ -402,18 +411,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 			break
 		}
 		now := d.now()
+		d.rxNow = now
 		for i, p := range d.ports {
-			plane := d.planes[i]
-			n, err := p.RecvFunc(rxBatch, func(frame []byte) {
-				d.mem.cur = 0
-				if qpn, ok := destQP(frame); ok {
-					if q := d.qps[qpn]; q != nil {
-						d.mem.cur = q.owner
-					}
-				}
-				d.cap.frame(i, frame)
-				d.eng.HandlePacket(now, wire.Plane(plane), frame)
-			})
+			n, err := p.RecvFunc(rxBatch, d.rxFns[i])
 			if err != nil && !errors.Is(err, xsk.ErrClosed) {
 				d.log.Warn("port receive", "port", p.Name(), "err", err)
 			}
@@ -437,6 +437,22 @@ func (d *Daemon) loop(ctx context.Context) error {
 			continue
 		}
 		d.idle(ctx)
+	}
+}
+
+// rxFn returns port i's receive callback: it limits the engine's memory
+// look-ups to the owner of the frame's QP, then hands the frame over.
+func (d *Daemon) rxFn(i int) func(frame []byte) {
+	plane := wire.Plane(d.planes[i])
+	return func(frame []byte) {
+		d.mem.cur = 0
+		if qpn, ok := destQP(frame); ok {
+			if q := d.qps[qpn]; q != nil {
+				d.mem.cur = q.owner
+			}
+		}
+		d.cap.frame(i, frame)
+		d.eng.HandlePacket(d.rxNow, plane, frame)
 	}
 }
 
