@@ -40,7 +40,7 @@ const (
 )
 
 func (c *QPConfig) setDefaults() error {
-	if c.Transport > GoBackN {
+	if c.Transport > RoCE {
 		return configErr("unknown transport %d", c.Transport)
 	}
 	if c.NumEVs == 0 {
@@ -293,11 +293,11 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 	if per < 1 {
 		per = 1
 	}
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		per = 1
 	}
 	res := q.cfg.ReservePerPlane
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		res = 0
 	}
 	rng := q.e.rng
@@ -519,7 +519,7 @@ func (q *qp) sendableAt() Time {
 		t = min(t, e.portBusy[pl]-e.cfg.PortQueue+1)
 		return false
 	}
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		idx := q.gbnPick()
 		if idx == -1 {
 			return Never

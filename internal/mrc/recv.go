@@ -137,7 +137,7 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		q.nack(trig, wire.NackPSNOutOfWindow)
 		return
 	}
-	if q.cfg.Transport == GoBackN && d != 1 {
+	if q.cfg.Transport.inOrder() && d != 1 {
 		// RoCE RC: out of order is a sequence error; drop and NAK once.
 		q.stats.RxOOO++
 		if !r.nakSent {

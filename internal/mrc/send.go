@@ -92,7 +92,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 		return false
 	}
 	var idx int32
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		idx = q.gbnPick()
 	} else {
 		avoid := int32(-1)
@@ -215,7 +215,7 @@ func (q *qp) runTimers(now Time) {
 			q.evs[pk.ev].c.Timeouts++
 		}
 		q.pathFailedAt(pk.ev, pk.sentAt)
-		if q.cfg.Transport == GoBackN {
+		if q.cfg.Transport.inOrder() {
 			q.goBack(q.sndUna)
 		} else {
 			q.markLost(ent.psn, pk)
@@ -450,7 +450,7 @@ func (q *qp) handleNACK(p *wire.Packet) {
 	default:
 		q.stats.Retries++
 	}
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		q.goBack(psn)
 		return
 	}
@@ -479,7 +479,7 @@ func (q *qp) handleAETH(p *wire.Packet) {
 		q.peer.cc.onAck(q.e.now, newly, false, 0, q.srtt)
 		return
 	}
-	if q.cfg.Transport != GoBackN || p.Syndrome&0xE0 != 0x60 {
+	if !q.cfg.Transport.inOrder() || p.Syndrome&0xE0 != 0x60 {
 		return
 	}
 	q.stats.RxNACK++
