@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
@@ -205,6 +206,10 @@ type QPConfig struct {
 	Deny []wire.EV
 	// StartPSN is the first PSN this QP sends; random when zero.
 	StartPSN wire.PSN
+	// DCQCN configures the RoCE transport's congestion control (zero
+	// fields: the mlx5 defaults; LineRate 0: the plane's port rate, or
+	// 100 Gb/s on an unpaced engine). Ignored by the other transports.
+	DCQCN dcqcn.Config
 }
 
 // CCConfig are the NSCC-style constants (docs/engine.md explains them).

@@ -107,6 +107,9 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	e := q.e
 	now := e.now
 	q.stats.RxData++
+	if q.roce != nil && q.roceData(p) {
+		return
+	}
 	psn := p.PSN
 	d := psn.Diff(r.cack)
 	trig := ctrlItem{kind: ctrlSACK, q: q, port: port, ev: p.EV, psn: psn, ts: p.TS}

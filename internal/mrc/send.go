@@ -88,7 +88,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 		m = &q.msgs[q.segMsg&uint64(len(q.msgs)-1)]
 		n = min(mtu, int(m.length)-int(m.assigned)*mtu)
 	}
-	if !q.peer.cc.canSend(n) {
+	if !q.ccAllows(now, n) {
 		return false
 	}
 	var idx int32
@@ -187,6 +187,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	q.stats.TxBytes += uint64(n)
 	q.lastSend = now
 	q.timers.push(timerEnt{at: now + q.rto(pk.tries), psn: psn, seq: q.txSeq})
+	q.roceSent(now, t.Len())
 	e.emitFrame(pl, emit)
 	return true
 }
@@ -220,7 +221,7 @@ func (q *qp) runTimers(now Time) {
 		} else {
 			q.markLost(ent.psn, pk)
 		}
-		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
+		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && (q.roce != nil || !q.anyUsableEV()) { // RoCE: IBTA retry_cnt, whatever the path
 			q.fail(StatusRetryExceeded)
 			return
 		}
