@@ -443,11 +443,16 @@ type PortStatus struct {
 
 // QPRow is one row of `mrcctl qps`.
 type QPRow struct {
-	QPN       uint32  `json:"qpn"`
-	Owner     uint32  `json:"owner"`
-	State     string  `json:"state"`
-	Status    string  `json:"status"`
-	Transport string  `json:"transport"` // the engine's: mrc or roce
+	QPN       uint32 `json:"qpn"`
+	Owner     uint32 `json:"owner"`
+	State     string `json:"state"`
+	Status    string `json:"status"`
+	Transport string `json:"transport"` // the engine's: mrc or roce
+	// RoCE only: DCQCN's current rate and the CNPs received (as sender)
+	// and sent (as receiver).
+	RateGbps  float64 `json:"rate_gbps,omitempty"`
+	CNPsRx    uint64  `json:"cnps_rx,omitempty"`
+	CNPsTx    uint64  `json:"cnps_tx,omitempty"`
 	RemoteQPN uint32  `json:"remote_qpn"`
 	SRTTus    float64 `json:"srtt_us"`
 	Cwnd      int     `json:"cwnd"`
@@ -535,6 +540,9 @@ func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
 				Backlog: len(q.backlog), TxData: s.Counters.TxData, TxRtx: s.Counters.TxRtx, TxBytes: s.Counters.TxBytes,
 				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,
 				Losses: s.Counters.Losses, EVs: len(s.EVs)}
+			if s.RoCE != nil {
+				r.RateGbps, r.CNPsRx, r.CNPsTx = s.RoCE.Rate/1e9, s.RoCE.RxCNP, s.RoCE.TxCNP
+			}
 			for _, ev := range s.EVs {
 				if ev.State == mrc.EVGood {
 					r.GoodEVs++
