@@ -140,12 +140,15 @@ func (e *Engine) CreateQP(c QPConfig) (wire.QPN, error) {
 	return q.qpn, nil
 }
 
-// DestroyQP removes a QP; its posted WRs are dropped without completions.
+// DestroyQP removes a QP. Every posted WR that has not completed yet
+// completes with StatusFlushed (as verbs promise: an application waiting on
+// a WR ID must not hang); completions already queued stay in the CQ.
 func (e *Engine) DestroyQP(qpn wire.QPN) error {
 	q := e.qps[qpn]
 	if q == nil {
 		return ErrUnknownQP
 	}
+	q.flush(StatusFlushed)
 	q.release()
 	q.state = QPError // queued control packets for it are dropped
 	delete(e.qps, qpn)

@@ -472,22 +472,26 @@ func (q *qp) fail(s Status) {
 		return
 	}
 	q.state, q.status = QPError, s
-	e := q.e
-	e.complete(Completion{Kind: CompQPError, Status: s, QPN: q.qpn})
-	first := true
+	q.e.complete(Completion{Kind: CompQPError, Status: s, QPN: q.qpn})
+	q.flush(s)
+	q.release()
+}
+
+// flush completes every posted, uncompleted WR: the oldest with status
+// first (the one that failed), the rest with StatusFlushed.
+func (q *qp) flush(first Status) {
+	st := first
 	for i := q.msgHead; i < q.msgTail; i++ {
 		m := &q.msgs[i&uint64(len(q.msgs)-1)]
-		st := StatusFlushed
-		if first {
-			st = s
-			first = false
-		}
-		e.complete(Completion{Kind: CompSend, Status: st, QPN: q.qpn, WRID: m.wrID})
+		q.e.complete(Completion{Kind: CompSend, Status: st, QPN: q.qpn, WRID: m.wrID})
+		st = StatusFlushed
 		m.src = nil
+		if m.hasImm {
+			q.wimmOut--
+		}
 	}
 	q.msgHead = q.msgTail
 	q.segMsg = q.msgTail
-	q.release()
 }
 
 // release gives back the destination window this QP holds and drops its
