@@ -84,5 +84,6 @@ type EngineCounters struct {
 	TxNoRoute          uint64 // no path for a control packet
 	TxNoBuffer         uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
 	PortStatusSent     uint64
+	PortStatusStale    uint64 // port-status updates older than the last applied one (ignored)
 	CQOverflow         uint64
 }
