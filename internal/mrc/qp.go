@@ -14,6 +14,7 @@ const (
 	defaultReserve    = 8
 	defaultWindow     = 1024
 	maxWindow         = 8192
+	minWindow         = 128 // one MPR unit
 	defaultMaxWImm    = 64
 	defaultSendQueue  = 1024
 	defaultAckTimeout = 1 * Millisecond
@@ -58,7 +59,7 @@ func (c *QPConfig) setDefaults() error {
 	if c.Window == 0 {
 		c.Window = defaultWindow
 	}
-	if c.Window < 128 || c.Window > maxWindow || c.Window&(c.Window-1) != 0 {
+	if c.Window < minWindow || c.Window > maxWindow || c.Window&(c.Window-1) != 0 {
 		return configErr("Window = %d packets, want a power of two in 128..%d (MPR units of 128)", c.Window, maxWindow)
 	}
 	if c.MaxWImm == 0 {
@@ -173,6 +174,7 @@ const (
 	pktAcked
 	pktQueued // in the retransmit queue
 	pktSent   // transmitted at least once
+	pktHeld   // refused as beyond the responder's window: resent once inside it
 )
 
 // probeRec is an outstanding probe (PETH) waiting for its SACK pr=1.
@@ -214,6 +216,8 @@ type qp struct {
 	rqmsn          wire.MSN
 	wimmOut        int
 	sndUna, sndNxt wire.PSN
+	sndW           int // PSNs in flight allowed: min(W, the responder's window)
+	nHeld          int // packets with pktHeld
 	pkts           []txPkt
 	rtxQ           []wire.PSN
 	rtxHd, rtxN    int
@@ -278,6 +282,13 @@ func (q *qp) planesMask() uint32 {
 
 func (q *qp) connect(remote QPInfo, p *peer) error {
 	q.remote, q.peer = remote, p
+	// The responder tracks at most its own Window PSNs beyond its cack;
+	// sending further draws PSN_OOR NACKs. Unknown (0): the smallest
+	// window there is, until the first SACK's mpr tells.
+	q.sndW = min(q.W, minWindow)
+	if remote.Window > 0 {
+		q.sndW = min(q.W, remote.Window)
+	}
 	p.cc.setMax(q.W)
 	mask := q.planesMask()
 	if mask == 0 {
@@ -507,7 +518,7 @@ func (q *qp) release() {
 		}
 	}
 	q.sndUna = q.sndNxt
-	q.rtxN = 0
+	q.rtxN, q.nHeld = 0, 0
 	q.timers.reset()
 }
 

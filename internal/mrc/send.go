@@ -14,7 +14,7 @@ func (q *qp) inFlightRange(psn wire.PSN) bool {
 }
 
 func (q *qp) hasWork() bool {
-	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.W)
+	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.sndW)
 }
 
 // rto is the ACK timeout for a transmission that is the tries-th retry:
@@ -82,7 +82,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 		n = int(pk.n)
 		m = &q.msgs[pk.msg&uint64(len(q.msgs)-1)]
 	} else {
-		if q.segMsg >= q.msgTail || int(q.sndNxt.Diff(q.sndUna)) >= q.W {
+		if q.segMsg >= q.msgTail || int(q.sndNxt.Diff(q.sndUna)) >= q.sndW {
 			return false
 		}
 		m = &q.msgs[q.segMsg&uint64(len(q.msgs)-1)]
@@ -253,6 +253,10 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 		return 0
 	}
 	pk.flags |= pktAcked
+	if pk.flags&pktHeld != 0 {
+		pk.flags &^= pktHeld
+		q.nHeld--
+	}
 	if pk.flags&pktInFlight != 0 {
 		q.peer.cc.inflight -= int(pk.n)
 		pk.flags &^= pktInFlight
@@ -313,9 +317,10 @@ func (q *qp) handleSACK(p *wire.Packet) {
 		}
 		rtt = q.rttSample(cack.Add(int(s.AckPSNOffset)), s.TSEcho)
 	}
-	for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
-		q.sndUna = q.sndUna.Add(1)
+	if s.MPR > 0 && !s.Probe {
+		q.sndW = min(q.W, int(s.MPR)*minWindow)
 	}
+	q.advanceUna()
 	q.completeMsgs()
 	q.peer.cc.onAck(now, newly, ecn, rtt, q.srtt)
 	if rack > 0 && q.cfg.Transport == MRC {
@@ -447,6 +452,9 @@ func (q *qp) handleNACK(p *wire.Packet) {
 			q.evs[idx].c.TrimsLastHop++
 		}
 		q.peer.cc.onTrim(q.e.now, q.srtt, true)
+	case wire.NackPSNOutOfWindow:
+		q.holdOutOfWindow(psn)
+		return
 	default:
 		q.stats.Retries++
 	}
@@ -472,9 +480,7 @@ func (q *qp) handleAETH(p *wire.Packet) {
 		for psn := q.sndUna; !psn.After(cack); psn = psn.Add(1) {
 			newly += q.ackPkt(psn, &rack)
 		}
-		for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
-			q.sndUna = q.sndUna.Add(1)
-		}
+		q.advanceUna()
 		q.completeMsgs()
 		q.peer.cc.onAck(q.e.now, newly, false, 0, q.srtt)
 		return
@@ -491,9 +497,52 @@ func (q *qp) handleAETH(p *wire.Packet) {
 	for x := q.sndUna; x.Before(psn); x = x.Add(1) {
 		q.ackPkt(x, &rack)
 	}
+	q.advanceUna()
+	q.completeMsgs()
+	q.goBack(psn)
+}
+
+// advanceUna moves sndUna over acknowledged PSNs and queues the held
+// packets (refused as beyond the responder's window) that are now inside
+// the window.
+func (q *qp) advanceUna() {
 	for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
 		q.sndUna = q.sndUna.Add(1)
 	}
-	q.completeMsgs()
-	q.goBack(psn)
+	if q.nHeld == 0 {
+		return
+	}
+	for i, psn := 0, q.sndUna; i < q.sndW && psn.Before(q.sndNxt); i, psn = i+1, psn.Add(1) {
+		if pk := q.slot(psn); pk.flags&pktHeld != 0 {
+			pk.flags &^= pktHeld
+			q.nHeld--
+			q.markLost(psn, pk)
+		}
+	}
+}
+
+// holdOutOfWindow handles a PSN_OOR NACK: the responder dropped psn as
+// beyond its window (we sent it before we knew the window, or the window
+// shrank). Resending it at once would draw the same NACK, and again (a
+// NACK storm); it waits, without blame on its EV, until the window has
+// moved past it (advanceUna). The window itself is corrected from the
+// SACKs' mpr. Go-back-N holds everything from psn on.
+func (q *qp) holdOutOfWindow(psn wire.PSN) {
+	end := psn.Add(1)
+	if q.cfg.Transport == GoBackN {
+		end = q.sndNxt
+	}
+	for x := psn; x.Before(end); x = x.Add(1) {
+		pk := q.slot(x)
+		if pk.flags&(pktAcked|pktHeld) != 0 || pk.flags&pktSent == 0 {
+			continue
+		}
+		if pk.flags&pktInFlight != 0 {
+			q.peer.cc.inflight -= int(pk.n)
+			pk.flags &^= pktInFlight
+		}
+		pk.flags |= pktHeld
+		q.nHeld++
+	}
+	q.advanceUna() // already inside (the window moved meanwhile): resend now
 }
