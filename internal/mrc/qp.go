@@ -9,25 +9,26 @@ import (
 
 // Defaults (docs/engine.md).
 const (
-	defaultNumEVs     = 128
-	maxNumEVs         = 256
-	defaultReserve    = 8
-	defaultWindow     = 1024
-	maxWindow         = 8192
-	minWindow         = 128 // one MPR unit
-	defaultMaxWImm    = 64
-	defaultSendQueue  = 1024
-	defaultAckTimeout = 1 * Millisecond
-	defaultMinRTO     = 20 * Microsecond
-	defaultMaxRTO     = 64 * Millisecond
-	defaultRetryLimit = 7
-	defaultNoEV       = 100 * Millisecond
-	defaultProbeOK    = 1
-	minProbeInterval  = 10 * Microsecond
-	minReorder        = 4 * Microsecond
-	maxProbes         = 64
-	revPerPlane       = 2
-	groupFails        = 2 // failures after the group's last ACK that condemn the group
+	defaultNumEVs       = 128
+	maxNumEVs           = 256
+	defaultReserve      = 8
+	defaultWindow       = 1024
+	maxWindow           = 8192
+	minWindow           = 128 // one MPR unit
+	defaultMaxWImm      = 64
+	defaultSendQueue    = 1024
+	defaultAckTimeout   = 1 * Millisecond
+	defaultMinRTO       = 20 * Microsecond
+	defaultMaxRTO       = 64 * Millisecond
+	defaultRetryLimit   = 7
+	defaultRetryTimeout = 1 * Second
+	defaultNoEV         = 100 * Millisecond
+	defaultProbeOK      = 1
+	minProbeInterval    = 10 * Microsecond
+	minReorder          = 4 * Microsecond
+	maxProbes           = 64
+	revPerPlane         = 2
+	groupFails          = 2 // failures after the group's last ACK that condemn the group
 
 	// A reverse EV validated (answered probe, or a SACK for our own data
 	// sent on it) within revFreshRTTs smoothed RTTs, and at least
@@ -86,6 +87,9 @@ func (c *QPConfig) setDefaults() error {
 	}
 	if c.RetryLimit == 0 {
 		c.RetryLimit = defaultRetryLimit
+	}
+	if c.RetryTimeout == 0 {
+		c.RetryTimeout = defaultRetryTimeout
 	}
 	if c.NoEVTimeout == 0 {
 		c.NoEVTimeout = defaultNoEV
@@ -226,6 +230,7 @@ type qp struct {
 	srtt, rttvar   Time
 	rackSentAt     Time
 	noEVSince      Time
+	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
 	lastSend       Time
 
 	// EV set
@@ -594,6 +599,9 @@ func (q *qp) deadline() Time {
 	}
 	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
 		d = q.rx.ackDeadline
+	}
+	if q.cfg.RetryTimeout > 0 && q.sndUna != q.sndNxt && q.lastProgress+q.cfg.RetryTimeout < d {
+		d = q.lastProgress + q.cfg.RetryTimeout
 	}
 	if q.nBad > 0 && q.nextProbeScan < d {
 		d = q.nextProbeScan

@@ -128,6 +128,9 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 			m.firstPSN = q.sndNxt
 		}
 		psn = q.sndNxt
+		if q.sndUna == q.sndNxt {
+			q.lastProgress = now // the RetryTimeout clock starts
+		}
 		q.sndNxt = q.sndNxt.Add(1)
 		pk = q.slot(psn)
 		*pk = txPkt{msg: q.segMsg, off: m.assigned * uint32(mtu), n: uint32(n)}
@@ -194,6 +197,13 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 // runTimers handles expired ACK timers and probe timeouts.
 func (q *qp) runTimers(now Time) {
 	if q.state != QPReady {
+		return
+	}
+	if q.cfg.RetryTimeout > 0 && q.sndUna != q.sndNxt && now-q.lastProgress >= q.cfg.RetryTimeout {
+		// Nothing acknowledged for RetryTimeout: the peer is gone (or out
+		// of step with us) even if its probes are answered. RC's retry
+		// count × timeout ends the same way.
+		q.fail(StatusRetryExceeded)
 		return
 	}
 	for {
@@ -316,6 +326,9 @@ func (q *qp) handleSACK(p *wire.Packet) {
 			}
 		}
 		rtt = q.rttSample(cack.Add(int(s.AckPSNOffset)), s.TSEcho)
+	}
+	if newly > 0 {
+		q.lastProgress = now
 	}
 	if s.MPR > 0 && !s.Probe {
 		q.sndW = min(q.W, int(s.MPR)*minWindow)
@@ -479,6 +492,9 @@ func (q *qp) handleAETH(p *wire.Packet) {
 		newly := 0
 		for psn := q.sndUna; !psn.After(cack); psn = psn.Add(1) {
 			newly += q.ackPkt(psn, &rack)
+		}
+		if newly > 0 {
+			q.lastProgress = q.e.now
 		}
 		q.advanceUna()
 		q.completeMsgs()
