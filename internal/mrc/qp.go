@@ -120,7 +120,8 @@ type evEntry struct {
 	plane     wire.Plane
 	state     EVState
 	active    bool
-	pos       int32 // index in q.order when active
+	pos       int32 // a slot of q.order holding it, when active
+	slots     int32 // slots of q.order holding it (more than 1: reused, see replace)
 	probeOK   int
 	probeOut  bool
 	nextProbe Time
@@ -165,11 +166,12 @@ type txPkt struct {
 	msg    uint64 // absolute index of its message
 	off    uint32
 	n      uint32
-	ev     int32 // evs index of the latest transmission (-1 none)
 	sentAt Time
+	ev     int32  // evs index of the latest transmission (-1 none)
 	seq    uint32 // transmission number, matches timer entries
 	ts     uint16
-	tries  uint8
+	tries  uint8 // retransmissions
+	tos    uint8 // ACK timeouts (the RTO backs off per timeout, not per retransmission)
 	flags  uint8
 }
 
@@ -327,7 +329,7 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 	q.groupEVs()
 	for i := range q.evs {
 		if q.evs[i].active {
-			q.evs[i].pos = int32(len(q.order))
+			q.evs[i].pos, q.evs[i].slots = int32(len(q.order)), 1
 			q.order = append(q.order, int32(i))
 		}
 	}
@@ -577,7 +579,7 @@ func (q *qp) snapshot(s *QPSnapshot) {
 	}
 	for i := range q.evs {
 		x := &q.evs[i]
-		evs = append(evs, EVSnapshot{EV: x.ev, Plane: x.plane, State: x.state, Active: x.active, EVCounters: x.c})
+		evs = append(evs, EVSnapshot{EV: x.ev, Plane: x.plane, State: x.state, Active: x.active, Slots: int(x.slots), EVCounters: x.c})
 	}
 	for _, r := range q.rev {
 		if r.valid {

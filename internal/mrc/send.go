@@ -17,10 +17,12 @@ func (q *qp) hasWork() bool {
 	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.sndW)
 }
 
-// rto is the ACK timeout for a transmission that is the tries-th retry:
+// rto is the ACK timeout for a packet that has timed out tries times
+// before (a retransmission after a loss detected by a SACK or a NACK does
+// not back off: the timer was not too short, the packet was lost):
 // srtt + 4·rttvar (RFC 6298's form) plus one srtt of slack, clamped to
 // [MinRTO, MaxRTO]; AckTimeout before any RTT sample or with FixedRTO;
-// doubled per earlier try in exponential mode, up to MaxAckTimeout. Why the
+// doubled per earlier timeout in exponential mode, up to MaxAckTimeout. Why the
 // slack: every timeout marks an EV ASSUMED_BAD, and on a steady path rttvar
 // decays toward zero, so srtt + 4·rttvar alone fires on a queueing blip; in
 // the fabric simulator's ECN balance scenario srtt + max(4·rttvar, srtt/2)
@@ -189,7 +191,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	q.stats.TxData++
 	q.stats.TxBytes += uint64(n)
 	q.lastSend = now
-	q.timers.push(timerEnt{at: now + q.rto(pk.tries), psn: psn, seq: q.txSeq})
+	q.timers.push(timerEnt{at: now + q.rto(pk.tos), psn: psn, seq: q.txSeq})
 	e.emitFrame(pl, emit)
 	return true
 }
@@ -221,6 +223,9 @@ func (q *qp) runTimers(now Time) {
 		}
 		q.stats.Timeouts++
 		q.stats.Retries++
+		if pk.tos < 255 {
+			pk.tos++
+		}
 		if pk.ev >= 0 {
 			q.evs[pk.ev].c.Timeouts++
 		}

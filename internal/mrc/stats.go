@@ -23,6 +23,7 @@ type EVSnapshot struct {
 	Plane  wire.Plane
 	State  EVState
 	Active bool // in the rotation (false: reserve)
+	Slots  int  // rotation slots it holds: 0 reserve, more than 1 reused for a plane whose reserve ran out
 	EVCounters
 }
 
