@@ -99,6 +99,9 @@ func (q *qp) roceEVs(planes []wire.Plane, p *peer) {
 // roceConnect finishes Connect for a RoCE QP: the single path for data and
 // for the control packets this QP sends, and DCQCN at the plane's rate.
 func (q *qp) roceConnect() error {
+	if len(q.evs) != 1 {
+		return configErr("a RoCE QP has one path: give exactly one explicit EV and no reserve, or none (got %d)", len(q.evs))
+	}
 	ev := q.evs[0].ev
 	q.gbnPrimary = ev.Plane()
 	for i := range q.rev {

@@ -156,13 +156,19 @@ func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
 		if q, err = d.owned(owner, req.QPN); err != nil {
 			return
 		}
-		// mrc-nicd's QPs all run the MRC transport (CreateQP offers no
-		// choice), so the peer's is this QP's own.
+		// The peer's transport, when the application passed it (verbs'
+		// ConnectInfo does), is checked by the engine's Connect;
+		// otherwise it is taken to be this QP's own.
 		var self mrc.QPInfo
 		if self, err = d.eng.Info(q.qpn); err != nil {
 			return
 		}
 		peer.Transport = self.Transport
+		if req.RemoteTransport != nil {
+			if peer.Transport, err = engineTransport(*req.RemoteTransport); err != nil {
+				return
+			}
+		}
 		if len(evs) > 0 {
 			if err = d.eng.SetEVs(q.qpn, evs, nil); err != nil {
 				return
