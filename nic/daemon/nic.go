@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
@@ -74,10 +75,11 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
 		if tr == mrc.RoCE {
 			// IBTA RC's local ACK timeout is a fixed QP attribute,
-			// 4.096 µs·2^timeout, not an adaptive RTO; perftest sets
-			// timeout 14 (67 ms). Go-back-N resends the whole window on
+			// 4.096 µs·2^timeout, not an adaptive RTO (default: perftest's
+			// timeout 14, 67 ms). Go-back-N resends the whole window on
 			// every timeout, so a spurious one costs dearly.
-			qc.AckTimeout, qc.FixedRTO, qc.TimeoutMode = roceAckTimeout, true, mrc.TimeoutLinear
+			qc.AckTimeout, qc.FixedRTO, qc.TimeoutMode = mrc.Time(d.cfg.RoCE.AckTimeout), true, mrc.TimeoutLinear
+			qc.DCQCN = dcqcn.Config{}.Scaled(d.cfg.RoCE.DCQCNScale)
 		}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
@@ -97,10 +99,6 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN), MTU: info.MTU, Window: info.Window,
 		MaxWImm: info.MaxWImm, Transport: req.Transport}, nil
 }
-
-// roceAckTimeout is a RoCE QP's local ACK timeout: 4.096 µs·2^14, the
-// timeout perftest's ib_write_bw gives its QPs.
-const roceAckTimeout = mrc.Time(4096 << 14)
 
 // engineTransport maps the verbs transport to the engine's.
 func engineTransport(t vproto.Transport) (mrc.Transport, error) {
