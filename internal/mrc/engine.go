@@ -122,7 +122,7 @@ func New(cfg Config, mem Memory, rng *rand.Rand) (*Engine, error) {
 	e := &Engine{cfg: cfg, mem: mem, rng: rng, qps: map[wire.QPN]*qp{}, nextQP: 0x100,
 		localUp: uint32(1)<<cfg.Planes - 1}
 	e.ctrl.init(cfg.CtrlQueue)
-	e.cq = make([]Completion, 0, 1024)
+	e.cq = make([]Completion, 0, 64) // grows to what the application leaves in it
 	return e, nil
 }
 
