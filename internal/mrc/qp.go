@@ -449,13 +449,21 @@ func (q *qp) post(wr WR) error {
 	}
 	src := wr.Local
 	if src == nil {
-		r, ok := q.e.mem.Region(wr.LKey)
-		if !ok || r.Access&AccessLocalRead == 0 || wr.Addr < r.Base ||
-			wr.Addr-r.Base > uint64(len(r.Buf)) || uint64(wr.Len) > uint64(len(r.Buf))-(wr.Addr-r.Base) {
-			return fmt.Errorf("%w: lkey 0x%x addr 0x%x len %d", ErrLocalAccess, wr.LKey, wr.Addr, wr.Len)
+		if wr.Len > 1<<31 {
+			return ErrTooLarge
 		}
-		off := wr.Addr - r.Base
-		src = r.Buf[off : off+uint64(wr.Len)]
+		// A zero-length write reads no memory, so it names no region
+		// (IBTA: a WR without scatter/gather entries).
+		if wr.Len > 0 {
+			r, ok := q.e.mem.Region(q.cfg.PD, wr.LKey, LocalKey)
+			ok = ok && r.Access&AccessLocalRead != 0
+			if ok {
+				src, ok = r.Slice(wr.Addr, wr.Len)
+			}
+			if !ok {
+				return fmt.Errorf("%w: lkey 0x%x addr 0x%x len %d in protection domain %d", ErrLocalAccess, wr.LKey, wr.Addr, wr.Len, q.cfg.PD)
+			}
+		}
 	}
 	if len(src) > 1<<31 {
 		return ErrTooLarge
