@@ -179,6 +179,11 @@ type QPConfig struct {
 	// remains, the QP fails with StatusRetryExceeded (default 7; 32 or more =
 	// retry forever).
 	RetryLimit int
+	// RetryTimeout: a QP with unacknowledged data that has had nothing
+	// acknowledged for this long goes to error with StatusRetryExceeded,
+	// flushing its WRs (RC's retry count × timeout: a peer that is gone
+	// is not retried forever). Default 1 s; negative: never.
+	RetryTimeout Time
 	// NoEVTimeout: a QP with data to send and no usable EV for this long goes
 	// to error (default 100 ms).
 	NoEVTimeout Time

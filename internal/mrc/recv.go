@@ -211,6 +211,11 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		r.ooo++
 	}
 	newHole := psn.Diff(r.highest) > 1
+	// A packet more than 63 PSNs behind the highest is outside the bitmap
+	// of a SACK triggered at the top: unless it triggers a SACK of its
+	// own, nothing reports it while a lower hole holds cack, and the
+	// sender declares it lost and blames its healthy EV.
+	late := d < r.highest.Diff(r.cack)-63
 	if psn.After(r.highest) {
 		r.highest = psn
 	}
@@ -229,6 +234,13 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	}
 	if trig.m != wire.MNone || p.Rtx || p.AckReq || newHole {
 		q.sackNow(trig)
+		return
+	}
+	if late {
+		// Its own SACK (the bitmap then ends at it), outside the
+		// coalescing count: the packets pending there are near the top
+		// and still need the SACK that covers them.
+		e.queueCtrl(trig)
 		return
 	}
 	q.coalesce(trig)
