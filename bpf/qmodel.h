@@ -45,11 +45,12 @@ static __always_inline int dscp_is_trimmable(__u8 dscp)
  * header) that a trimmed copy of this frame keeps: everything up to the end of
  * RETH, or of ImmDt for the *_IMM opcodes, with TSETH counted when BTH.ts is
  * set. It returns 0 when the frame is not a trimmable MRC data packet:
- * not Eth | IPv6 [| IPv6] | UDP 4791 | BTH with a data opcode (parse_pkt
+ * not Eth | IPv6 [| IPv6] | UDP 4791 | BTH with a data opcode (pkt_upper
  * found no BTH), or nothing left to cut.
  */
-static __always_inline __u32 mrc_trim_len(const struct sw_pkt *p)
+static __always_inline __u32 mrc_trim_len(struct sw_pkt *p)
 {
+	pkt_upper(p);
 	__u8 *bth = p->bth;
 
 	if (!bth)

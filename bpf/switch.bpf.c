@@ -178,7 +178,6 @@ int xdp_switch(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 zero = 0;
 	struct sw_pkt pkt;
-	int kind = parse_pkt(&pkt, data, data_end);
 
 	/* Ingress port: attributes rx counters and ingress faults. */
 	__u32 in_port = SW_UNMAPPED_PORT;
@@ -189,9 +188,10 @@ int xdp_switch(struct xdp_md *ctx)
 	struct sw_counters *cin = counters_of(in_port);
 	if (cin) {
 		cin->rx_packets++;
-		cin->rx_bytes += pkt.len;
+		cin->rx_bytes += (__u32)(data_end - data);
 	}
 
+	int kind = parse_pkt(&pkt, data, data_end);
 	if (kind == PKT_MALFORMED)
 		return verdict(in_port, R_DROP_MALFORMED);
 	if (kind == PKT_NOT_IPV6)
