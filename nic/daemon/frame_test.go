@@ -68,9 +68,11 @@ func TestPortTxPacing(t *testing.T) {
 	tx.init(8e9) // 1 byte per ns
 	frame := make([]byte, 1000)
 	for i := 0; i < 100; i++ {
-		if !tx.add(frame) {
+		b := tx.slot()
+		if b == nil {
 			t.Fatal("queue full")
 		}
+		tx.push(copy(b, frame))
 	}
 	tx.last = 0
 	tx.tokens = 0
