@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/softmrc/softmrc/internal/mrc"
 )
 
 // Version is the config file format version; bump it with any field change.
@@ -60,7 +62,7 @@ const (
 // Defaults used by Load when a field is left out.
 const (
 	DefaultEVs          = 32
-	DefaultMTU          = 2048
+	DefaultMTU          = mrc.DefaultMTU
 	DefaultDeviceSocket = "/run/mrc/nic.sock"
 )
 
@@ -272,9 +274,7 @@ func (c *Config) Validate() error {
 	if c.EVs < 1 || c.EVs > 4096 {
 		bad("evs %d: want 1..4096 EVs per QP", c.EVs)
 	}
-	switch c.MTU {
-	case 1024, 2048, 4096:
-	default:
+	if !mrc.ValidMTU(c.MTU) {
 		bad("mtu %d: want 1024, 2048 or 4096 (RoCE MTU, payload bytes per packet)", c.MTU)
 	}
 	if c.CC.InitialWindow < 0 || c.CC.MaxWindow < 0 || (c.CC.MaxWindow > 0 && c.CC.InitialWindow > c.CC.MaxWindow) {
