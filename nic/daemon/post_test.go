@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/softmrc/softmrc/nic/config"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
