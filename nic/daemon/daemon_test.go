@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -46,14 +45,6 @@ func open(t *testing.T, sock string, size int) *side {
 		t.Fatal(err)
 	}
 	return &side{dev: d, qp: qp, mr: mr}
-}
-
-func addrs(d *verbs.Device) []netip.Addr {
-	var a []netip.Addr
-	for _, p := range d.Info().Ports {
-		a = append(a, p.Address)
-	}
-	return a
 }
 
 func connect(t *testing.T, a, b *side) {
