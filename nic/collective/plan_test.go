@@ -69,7 +69,10 @@ func TestRingScheduleSums(t *testing.T) {
 	} {
 		plans := make([]ringPlan, c.n)
 		buf := make([][]float32, c.n)
-		type inflight struct{ to, seq int; data []float32 }
+		type inflight struct {
+			to, seq int
+			data    []float32
+		}
 		var net []inflight
 		sent, got := make([]int, c.n), make([]int, c.n)
 		send := func(r, seq int) {
