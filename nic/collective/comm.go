@@ -95,7 +95,7 @@ type Comm struct {
 	cs    []verbs.Completion
 	epoch uint32
 	early []early
-	cur   *op // the operation running
+	cur   *op       // the operation running
 	tmp   []float32 // in-place all-to-all: the send buffer's copy
 	st    Stats
 }
