@@ -135,13 +135,19 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs := flag.NewFlagSet(kind.Name(), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	both := func(short, long string, f func(name string)) { f(short); f(long) }
-	both("b", "minbytes", func(n string) { fs.Var(sizeFlag{&p.MinBytes}, n, "minimum size in bytes to start with (K, M, G suffixes)") })
+	both("b", "minbytes", func(n string) {
+		fs.Var(sizeFlag{&p.MinBytes}, n, "minimum size in bytes to start with (K, M, G suffixes)")
+	})
 	both("e", "maxbytes", func(n string) { fs.Var(sizeFlag{&p.MaxBytes}, n, "maximum size in bytes to end at") })
 	both("i", "stepbytes", func(n string) { fs.Var(sizeFlag{&p.StepBytes}, n, "fixed increment between sizes when -f is 1") })
-	both("f", "stepfactor", func(n string) { fs.IntVar(&p.StepFactor, n, 1, "multiplication factor between sizes (1: add -i instead)") })
+	both("f", "stepfactor", func(n string) {
+		fs.IntVar(&p.StepFactor, n, 1, "multiplication factor between sizes (1: add -i instead)")
+	})
 	both("n", "iters", func(n string) { fs.IntVar(&p.Iters, n, 20, "timed iterations per size") })
 	both("w", "warmup_iters", func(n string) { fs.IntVar(&p.Warmup, n, 5, "untimed warmup iterations per size") })
-	both("c", "check", func(n string) { fs.IntVar(&p.Check, n, 1, "1: check every element of one more run per size (#wrong); 0: #wrong is N/A") })
+	both("c", "check", func(n string) {
+		fs.IntVar(&p.Check, n, 1, "1: check every element of one more run per size (#wrong); 0: #wrong is N/A")
+	})
 	both("g", "ngpus", func(n string) {
 		fs.IntVar(&p.GPUs, n, 1, "accepted for nccl-tests command lines and ignored: one rank per process and host")
 	})
