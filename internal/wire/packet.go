@@ -172,6 +172,8 @@ func extLen(op Opcode) int {
 		return ERTHLen
 	case op == OpEndpointResp:
 		return EETHLen
+	case op == OpCNP:
+		return CNPLen
 	}
 	return -1
 }
@@ -366,6 +368,9 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		x[16] = s.CCType<<4 | s.CCFlags&0xF
 		be.PutUint16(x[18:], s.Timestamp)
 		off += NETHLen
+	case op == OpCNP:
+		clear(b[off : off+CNPLen])
+		off += CNPLen
 	case op == OpProbe:
 		s := &p.Probe
 		x := b[off : off+PETHLen]
@@ -548,6 +553,8 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 			Timestamp: x.Timestamp(),
 		}
 		off += NETHLen
+	case op == OpCNP:
+		off += CNPLen // reserved: ignored on receipt
 	case op == OpProbe:
 		x := PETH(frame[off:])
 		p.Probe = ProbeFields{

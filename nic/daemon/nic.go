@@ -36,11 +36,14 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	if req.SQDepth < 0 || req.SQDepth > 1<<16 {
 		return vproto.QPInfo{}, fmt.Errorf("sq_depth %d: want 0..65536", req.SQDepth)
 	}
+	tr, err := engineTransport(req.Transport)
+	if err != nil {
+		return vproto.QPInfo{}, err
+	}
 	var info mrc.QPInfo
-	var err error
 	if e := d.exec(func() {
 		qo := d.cfg.QP
-		qc := mrc.QPConfig{NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
+		qc := mrc.QPConfig{Transport: tr, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
@@ -57,7 +60,18 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	if err != nil {
 		return vproto.QPInfo{}, err
 	}
-	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN)}, nil
+	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN), Transport: req.Transport}, nil
+}
+
+// engineTransport maps the verbs transport to the engine's.
+func engineTransport(t vproto.Transport) (mrc.Transport, error) {
+	switch t {
+	case vproto.TransportMRC:
+		return mrc.MRC, nil
+	case vproto.TransportRoCE:
+		return mrc.RoCE, nil
+	}
+	return 0, fmt.Errorf("create_qp: unknown transport %d: want mrc or roce", uint8(t))
 }
 
 // owned returns owner's QP qpn or an error naming the problem. Loop only.
@@ -433,6 +447,7 @@ type QPRow struct {
 	Owner     uint32  `json:"owner"`
 	State     string  `json:"state"`
 	Status    string  `json:"status"`
+	Transport string  `json:"transport"` // the engine's: mrc or roce
 	RemoteQPN uint32  `json:"remote_qpn"`
 	SRTTus    float64 `json:"srtt_us"`
 	Cwnd      int     `json:"cwnd"`
@@ -515,7 +530,7 @@ func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
 			if err := d.eng.Snapshot(q.qpn, &s); err != nil {
 				continue
 			}
-			r := QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(),
+			r := QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(), Transport: s.Transport.String(),
 				RemoteQPN: uint32(s.Peer.QPN), SRTTus: float64(s.SRTT) / 1e3, Cwnd: s.Cwnd, InFlight: s.InFlight,
 				Backlog: len(q.backlog), TxData: s.Counters.TxData, TxRtx: s.Counters.TxRtx, TxBytes: s.Counters.TxBytes,
 				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,

@@ -39,7 +39,21 @@ type (
 	DeviceInfo = vproto.DeviceInfo
 	// PortInfo describes one NIC port.
 	PortInfo = vproto.PortInfo
+	// Transport selects a QP's transport: TransportMRC (default) or
+	// TransportRoCE.
+	Transport = vproto.Transport
 )
+
+// Transports, re-exported.
+const (
+	// TransportMRC (zero value, default): MRC.
+	TransportMRC = vproto.TransportMRC
+	// TransportRoCE: the RoCEv2 RC baseline with DCQCN (docs/roce.md).
+	TransportRoCE = vproto.TransportRoCE
+)
+
+// ParseTransport parses "mrc" or "roce" (flags such as --transport).
+func ParseTransport(s string) (Transport, error) { return vproto.ParseTransport(s) }
 
 // Opcodes and statuses, re-exported.
 const (
@@ -324,22 +338,30 @@ func (mr *MR) Close() error {
 type QP struct {
 	QPN uint32
 	PSN uint32
-	d   *Device
+	// Transport is the QP's transport, as the daemon created it.
+	Transport Transport
+	d         *Device
 }
 
 // QPConfig configures CreateQP.
 type QPConfig struct {
 	// SQDepth bounds outstanding work requests; 0 = device default.
 	SQDepth int
+	// Transport is the QP's transport (zero value: TransportMRC). Both ends
+	// must use the same: exchange it out of band with the QP number.
+	Transport Transport
 }
 
 // CreateQP creates a QP owned by this session.
 func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	var info vproto.QPInfo
-	if err := d.call(vproto.TypeCreateQP, vproto.CreateQP{SQDepth: cfg.SQDepth}, -1, &info); err != nil {
+	if !cfg.Transport.Valid() {
+		return nil, fmt.Errorf("verbs: create QP: unknown transport %d: use TransportMRC or TransportRoCE", uint8(cfg.Transport))
+	}
+	if err := d.call(vproto.TypeCreateQP, vproto.CreateQP{SQDepth: cfg.SQDepth, Transport: cfg.Transport}, -1, &info); err != nil {
 		return nil, err
 	}
-	return &QP{QPN: info.QPN, PSN: info.PSN, d: d}, nil
+	return &QP{QPN: info.QPN, PSN: info.PSN, Transport: info.Transport, d: d}, nil
 }
 
 // Remote is what a QP needs to know of its peer (exchanged out of band).

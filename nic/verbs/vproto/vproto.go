@@ -393,12 +393,16 @@ type DeregMR struct {
 type CreateQP struct {
 	// SQDepth bounds outstanding work requests (0: device default).
 	SQDepth int `json:"sq_depth"`
+	// Transport is the QP's transport (absent: MRC).
+	Transport Transport `json:"transport,omitempty"`
 }
 
 // QPInfo answers CreateQP.
 type QPInfo struct {
 	QPN uint32 `json:"qpn"`
 	PSN uint32 `json:"psn"` // initial send PSN
+	// Transport is the QP's transport.
+	Transport Transport `json:"transport,omitempty"`
 }
 
 // ConnectQP connects a QP to a remote QP (RTR+RTS in one step).
