@@ -147,6 +147,8 @@ type rankInfo struct {
 	Slots int          `json:"slots"`
 	Size  int          `json:"slot_size"`
 	QPs   int          `json:"qps"`
+	// Transport: both ends of a QP must agree, and the NIC cannot tell.
+	Transport verbs.Transport `json:"transport"`
 }
 
 // New creates this rank's QPs and buffers, exchanges connection data over
@@ -162,7 +164,7 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 			c.destroy()
 		}
 	}()
-	me := rankInfo{Peers: make([][]qpInfo, c.size), Slots: cfg.Slots, Size: cfg.SlotSize, QPs: cfg.QPsPerPeer}
+	me := rankInfo{Peers: make([][]qpInfo, c.size), Slots: cfg.Slots, Size: cfg.SlotSize, QPs: cfg.QPsPerPeer, Transport: cfg.QP.Transport}
 	for _, p := range dev.Info().Ports {
 		me.Addrs = append(me.Addrs, p.Address)
 	}
@@ -208,9 +210,9 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 		if err := json.Unmarshal(all[peer], &them); err != nil {
 			return nil, fmt.Errorf("collective: rank %d's connection data: %w", peer, err)
 		}
-		if them.QPs != cfg.QPsPerPeer || them.Slots != cfg.Slots || them.Size != cfg.SlotSize || len(them.Peers) != c.size {
-			return nil, fmt.Errorf("collective: rank %d runs %d QPs x %d slots x %d B in a group of %d, this rank %d x %d x %d B in %d: start every rank with the same options",
-				peer, them.QPs, them.Slots, them.Size, len(them.Peers), cfg.QPsPerPeer, cfg.Slots, cfg.SlotSize, c.size)
+		if them.QPs != cfg.QPsPerPeer || them.Slots != cfg.Slots || them.Size != cfg.SlotSize || len(them.Peers) != c.size || them.Transport != cfg.QP.Transport {
+			return nil, fmt.Errorf("collective: rank %d runs %v with %d QPs x %d slots x %d B in a group of %d, this rank %v with %d x %d x %d B in %d: start every rank with the same options",
+				peer, them.Transport, them.QPs, them.Slots, them.Size, len(them.Peers), cfg.QP.Transport, cfg.QPsPerPeer, cfg.Slots, cfg.SlotSize, c.size)
 		}
 		theirs := them.Peers[c.rank]
 		for k, q := range l.qps {

@@ -190,16 +190,19 @@ func TestLoopRanks(t *testing.T) {
 }
 
 // Two ranks on two in-process mrc-nicd daemons (the real engine, two
-// planes): 4 B to 4 MiB, out of place and in place, 1 and 4 QPs.
+// planes): 4 B to 4 MiB, out of place and in place, 1 and 4 QPs, over MRC
+// and over the RoCE baseline.
 func TestEngineTwoRanks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	for _, qps := range []int{1, 4} {
-		t.Run(fmt.Sprintf("qps=%d", qps), func(t *testing.T) {
-			nics := daemontest.Start(t, 2)
-			ranks(t, nics.Sock[:], Config{QPsPerPeer: qps}, exercise([]int{1, 2, 1000, 1 << 16, 1 << 20}))
-		})
+	for _, tr := range []verbs.Transport{verbs.TransportMRC, verbs.TransportRoCE} {
+		for _, qps := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%v qps=%d", tr, qps), func(t *testing.T) {
+				nics := daemontest.Start(t, 2)
+				ranks(t, nics.Sock[:], Config{QPsPerPeer: qps, QP: verbs.QPConfig{Transport: tr}}, exercise([]int{1, 2, 1000, 1 << 16, 1 << 20}))
+			})
+		}
 	}
 }
 

@@ -97,6 +97,9 @@ func printBanner(w io.Writer, p *Params, descs [][]byte) {
 		fmt.Fprintf(w, "# -g %d ignored: one rank per process, one process per host (start one with mrc-testbed exec per host)\n", p.GPUs)
 	}
 	fmt.Fprintf(w, "#\n# Using devices (transport %s, %d QP(s) per peer, %d slots x %d B)\n", p.Transport, p.QPs, p.Slots, p.SlotSize)
+	if t, _ := parseTransport(p.Transport); t.Transport == verbs.TransportRoCE {
+		fmt.Fprintf(w, "# RoCE baseline: go-back-N and DCQCN; the softmrc XDP switches have no PFC (lossless RoCE is not modelled)\n")
+	}
 	for r, b := range descs {
 		var d rankDesc
 		_ = json.Unmarshal(b, &d)

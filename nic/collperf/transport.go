@@ -7,13 +7,13 @@ import (
 )
 
 // transportsHelp lists --transport's values.
-const transportsHelp = "mrc (RoCE needs verbs.TransportRoCE, which this build lacks)"
+const transportsHelp = "mrc|roce (default mrc; roce: the RoCEv2 RC baseline with DCQCN, no PFC)"
 
 // parseTransport turns --transport into the QP configuration.
 func parseTransport(s string) (verbs.QPConfig, error) {
-	switch s {
-	case "mrc", "":
-		return verbs.QPConfig{}, nil
+	t, err := verbs.ParseTransport(s)
+	if err != nil {
+		return verbs.QPConfig{}, fmt.Errorf("--transport: %w", err)
 	}
-	return verbs.QPConfig{}, fmt.Errorf("--transport %s: this build has only mrc (the RoCE baseline comes with verbs.TransportRoCE)", s)
+	return verbs.QPConfig{Transport: t}, nil
 }

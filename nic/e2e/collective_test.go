@@ -66,8 +66,8 @@ func checkTable(t *testing.T, out string, rows int) {
 // The issue's collective criteria on clos-2p with four real mrc-nicd
 // daemons, started on every host with `mrc-testbed exec h0,h1,...`: exact
 // sums and blocks (every element checked) from 4 B to 4 MiB for 2 and 4
-// hosts, with a T0-T1 link blackholed during the 4-host runs, and 64 MiB on
-// 4 hosts. MRC only: this build has no RoCE transport.
+// hosts, with a T0-T1 link blackholed during the 4-host MRC runs, 64 MiB on
+// 4 hosts, and 4 hosts over the RoCE baseline (4 QPs per peer).
 func TestTestbedCollectives(t *testing.T) {
 	requireNetns(t)
 	collTools(t)
@@ -105,6 +105,20 @@ func TestTestbedCollectives(t *testing.T) {
 			checkTable(t, out, 11)
 			if !during {
 				t.Errorf("%s ended before the link was blackholed: the fault did not hit the run", tool)
+			}
+		}
+	})
+
+	t.Run("4 hosts over RoCE", func(t *testing.T) {
+		for _, tool := range tools {
+			out, err := tb.group(t, "hosts", tool, "--transport", "roce", "--qps", "4", "-b", "4", "-e", "4M", "-f", "4", "-n", "3", "-w", "1")
+			t.Logf("%s\n%s", tool, out)
+			if err != nil {
+				t.Fatalf("%s over RoCE: %v", tool, err)
+			}
+			checkTable(t, out, 11)
+			if !strings.Contains(out, "transport roce") {
+				t.Error("banner does not name the RoCE transport")
 			}
 		}
 	})
