@@ -95,7 +95,8 @@ type Comm struct {
 	cs    []verbs.Completion
 	epoch uint32
 	early []early
-	cur   *op       // the operation running
+	cur   *op // the operation running
+	wrs   []verbs.SendWR
 	tmp   []float32 // in-place all-to-all: the send buffer's copy
 	st    Stats
 }
@@ -399,28 +400,39 @@ func (c *Comm) take(o *op, q *qpLink, seq int, m verbs.Message, got *int) error 
 	return nil
 }
 
-// post sends queued messages while their QPs hold credits.
+// post sends queued messages while their QPs hold credits, one PostSend
+// (one device-socket message) per QP.
 func (c *Comm) post(parity uint32) error {
 	for _, l := range c.links {
 		if l == nil {
 			continue
 		}
 		for _, q := range l.qps {
+			c.wrs = c.wrs[:0]
 			for len(q.queue) > 0 && q.tx.Credits() > 0 {
 				seq := q.queue[0]
 				if seq > seqMask {
 					return fmt.Errorf("collective: %d messages to one peer exceed the tag's %d: use a larger slot size", seq+1, seqMask+1)
 				}
 				data := bytesOf(c.cur.src(l.peer, seq))
+				// The slot's credit is in hand: the NIC is done reading
+				// the staging slot's previous message.
 				slot := q.tx.NextSlot()
 				off := (q.idx*c.cfg.Slots + slot) * c.cfg.SlotSize
 				copy(l.stage.Buf[off:], data)
-				if err := q.tx.Post(l.stage, uint64(off), len(data), uint32(seq)|parity); err != nil {
+				w, err := q.tx.WR(l.stage, uint64(off), len(data), uint32(seq)|parity)
+				if err != nil {
 					return fmt.Errorf("collective: post to rank %d: %w", l.peer, err)
 				}
+				c.wrs = append(c.wrs, w)
 				q.queue = q.queue[1:]
 				c.st.MessagesSent++
 				c.st.BytesSent += uint64(len(data))
+			}
+			if len(c.wrs) > 0 {
+				if err := q.qp.PostSend(c.wrs...); err != nil {
+					return fmt.Errorf("collective: post to rank %d: %w", l.peer, err)
+				}
 			}
 		}
 	}

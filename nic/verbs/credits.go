@@ -116,26 +116,46 @@ func (s *CreditSender) SlotSize() int { return s.dst.Size }
 // unsignaled Write-with-Immediate: the returning credit says it was
 // consumed. It fails with ErrNoCredit when no slot is free.
 func (s *CreditSender) Post(local *MR, off uint64, n int, tag uint32) error {
+	w, err := s.WR(local, off, n, tag)
+	if err != nil {
+		return err
+	}
+	if err := s.qp.PostSend(w); err != nil {
+		s.unwind()
+		return err
+	}
+	return nil
+}
+
+// WR takes the next slot's credit and returns the work request that writes
+// the message into it, for callers that post several at once (one
+// PostSend on this sender's QP, in the order WR returned them). A request
+// obtained here must be posted: the slot is spent.
+func (s *CreditSender) WR(local *MR, off uint64, n int, tag uint32) (SendWR, error) {
 	if s.credits == 0 {
-		return ErrNoCredit
+		return SendWR{}, ErrNoCredit
 	}
 	if n < 0 || n > s.dst.Size {
-		return fmt.Errorf("verbs: credit message of %d bytes: the peer's slots hold %d", n, s.dst.Size)
+		return SendWR{}, fmt.Errorf("verbs: credit message of %d bytes: the peer's slots hold %d", n, s.dst.Size)
 	}
 	if tag > MaxCreditTag {
-		return fmt.Errorf("verbs: credit message tag %#x: the tag has 24 bits", tag)
+		return SendWR{}, fmt.Errorf("verbs: credit message tag %#x: the tag has 24 bits", tag)
 	}
 	slot := s.next
 	imm := uint32(slot)<<slotShift | tag
 	w := WriteImm(s.IDBase|s.id, local, off, uint32(n), s.dst.Addr+uint64(slot*s.dst.Size), s.dst.RKey, imm)
 	w.Unsignaled = true
-	if err := s.qp.PostSend(w); err != nil {
-		return err
-	}
 	s.id++
 	s.credits--
 	s.next = (s.next + 1) % s.dst.Count
-	return nil
+	return w, nil
+}
+
+// unwind gives back the last WR's slot (its post failed).
+func (s *CreditSender) unwind() {
+	s.id--
+	s.credits++
+	s.next = (s.next - 1 + s.dst.Count) % s.dst.Count
 }
 
 // OnCompletion takes c if it is a credit for this sender (a credit
