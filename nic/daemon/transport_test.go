@@ -6,7 +6,7 @@ import (
 
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/verbs"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // TestTransportPerQP: the verbs transport reaches the engine's QP (mrcctl
@@ -68,7 +68,7 @@ func openTransport(t *testing.T, sock string, size int, tr verbs.Transport) *sid
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr, err := d.RegMR(size)
+	mr, err := d.RegMR(size, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}

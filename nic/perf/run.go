@@ -37,6 +37,8 @@ type testParams struct {
 	Infinite bool
 	Unsig    bool
 	MTU      int
+	// Transport is the client's --transport ("" from older clients: mrc).
+	Transport string `json:",omitempty"`
 }
 
 // result is what the server reports after each round.
@@ -193,7 +195,8 @@ func (s *session) connectOOB(ctx context.Context) (net.Conn, error) {
 func (s *session) handshake() error {
 	o, p := s.o, s.p
 	tp := testParams{Kind: p.Kind, Size: p.Size, All: p.All, Iters: p.Iters, Duration: p.Duration, QPs: p.QPs,
-		TxDepth: p.TxDepth, Bidir: p.Bidir, Verify: p.Verify, Infinite: p.Infinite, Unsig: p.Unsig, MTU: s.info.MTU}
+		TxDepth: p.TxDepth, Bidir: p.Bidir, Verify: p.Verify, Infinite: p.Infinite, Unsig: p.Unsig, MTU: s.info.MTU,
+		Transport: p.Transport.String()}
 	if p.Server != "" {
 		if err := o.send(protoVersion); err != nil {
 			return err
@@ -234,6 +237,20 @@ func (s *session) handshake() error {
 		_ = o.send("ERROR the server runs the %s test, the client the %s test", p.Kind, peer.Kind)
 		return fmt.Errorf("client runs the %s test, this server the %s test", peer.Kind, p.Kind)
 	}
+	// Unlike the test parameters, the transport is not followed: both
+	// sides name it, so that a RoCE result is never silently an MRC one.
+	peerTr := verbs.TransportMRC
+	if peer.Transport != "" {
+		var err error
+		if peerTr, err = verbs.ParseTransport(peer.Transport); err != nil {
+			_ = o.send("ERROR the server does not know the client's transport: %v", err)
+			return fmt.Errorf("client's transport: %w", err)
+		}
+	}
+	if peerTr != p.Transport {
+		_ = o.send("ERROR transport mismatch: the server runs --transport %s, the client --transport %s (give both sides the same)", p.Transport, peerTr)
+		return fmt.Errorf("transport mismatch: this server runs --transport %s, the client --transport %s (give both sides the same)", p.Transport, peerTr)
+	}
 	// The server follows the client's test parameters, as perftest expects
 	// both sides to be given the same ones.
 	p.Size, p.All, p.Iters, p.Duration, p.QPs, p.TxDepth = peer.Size, peer.All, peer.Iters, peer.Duration, peer.QPs, peer.TxDepth
@@ -248,7 +265,8 @@ func (s *session) handshake() error {
 }
 
 func (s *session) localKey(q *qpCtx) key {
-	return key{QPN: q.qp.QPN, PSN: q.qp.PSN, RKey: q.dst.RKey, VAddr: q.dst.Addr, Addrs: devAddrs(s.info)}
+	return key{QPN: q.qp.QPN, PSN: q.qp.PSN, RKey: q.dst.RKey, VAddr: q.dst.Addr, MTU: q.qp.MTU, Window: q.qp.Window,
+		MaxWImm: q.qp.MaxWImm, Addrs: devAddrs(s.info)}
 }
 
 func (s *session) setupQPs() error {
@@ -259,15 +277,16 @@ func (s *session) setupQPs() error {
 	}
 	s.region = max(maxSize, min(maxSize*p.TxDepth, regionCap))
 	for i := 0; i < p.QPs; i++ {
-		qp, err := s.dev.CreateQP(verbs.QPConfig{SQDepth: p.TxDepth})
+		qp, err := s.dev.CreateQP(verbs.QPConfig{SQDepth: p.TxDepth, Transport: p.Transport})
 		if err != nil {
 			return err
 		}
 		q := &qpCtx{idx: i, qp: qp}
-		if q.src, err = s.dev.RegMR(s.region); err != nil {
+		// The source is only read; the peer writes into dst.
+		if q.src, err = s.dev.RegMR(s.region, verbs.AccessLocalWrite); err != nil {
 			return err
 		}
-		if q.dst, err = s.dev.RegMR(s.region); err != nil {
+		if q.dst, err = s.dev.RegMR(s.region, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 			return err
 		}
 		s.qps = append(s.qps, q)
@@ -290,7 +309,7 @@ func (s *session) setupQPs() error {
 		if q.remote, err = parseKey(line); err != nil {
 			return err
 		}
-		if err := q.qp.Connect(verbs.Remote{RemoteQPN: q.remote.QPN, RemotePSN: q.remote.PSN, RemoteAddrs: q.remote.Addrs}); err != nil {
+		if err := q.qp.Connect(q.remote.remote()); err != nil {
 			return err
 		}
 	}
