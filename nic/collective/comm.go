@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"time"
 	"unsafe"
 
@@ -136,18 +135,15 @@ type Stats struct {
 }
 
 type qpInfo struct {
-	QPN    uint32             `json:"qpn"`
-	PSN    uint32             `json:"psn"`
-	FIFO   verbs.Slots        `json:"fifo"`
-	Credit verbs.CreditTarget `json:"credit"`
+	Conn verbs.Remote `json:"conn"` // the QP's ConnectInfo
+	FIFO verbs.Slots  `json:"fifo"`
 }
 
 type rankInfo struct {
-	Addrs []netip.Addr `json:"addrs"`
-	Peers [][]qpInfo   `json:"peers"` // by peer rank
-	Slots int          `json:"slots"`
-	Size  int          `json:"slot_size"`
-	QPs   int          `json:"qps"`
+	Peers [][]qpInfo `json:"peers"` // by peer rank
+	Slots int        `json:"slots"`
+	Size  int        `json:"slot_size"`
+	QPs   int        `json:"qps"`
 	// Transport: both ends of a QP must agree, and the NIC cannot tell.
 	Transport verbs.Transport `json:"transport"`
 }
@@ -158,17 +154,15 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	c = &Comm{dev: dev, ex: ex, cfg: cfg, rank: ex.Rank(), size: ex.Size(), byQPN: map[uint32]*qpLink{},
+	comm := &Comm{dev: dev, ex: ex, cfg: cfg, rank: ex.Rank(), size: ex.Size(), byQPN: map[uint32]*qpLink{},
 		cs: make([]verbs.Completion, 256), links: make([]*link, ex.Size())}
+	c = comm
 	defer func() {
 		if err != nil {
-			c.destroy()
+			comm.destroy() // c is nil by now
 		}
 	}()
 	me := rankInfo{Peers: make([][]qpInfo, c.size), Slots: cfg.Slots, Size: cfg.SlotSize, QPs: cfg.QPsPerPeer, Transport: cfg.QP.Transport}
-	for _, p := range dev.Info().Ports {
-		me.Addrs = append(me.Addrs, p.Address)
-	}
 	region := cfg.QPsPerPeer * cfg.Slots * cfg.SlotSize
 	for peer := range c.links {
 		if peer == c.rank {
@@ -176,10 +170,12 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 		}
 		l := &link{peer: peer}
 		c.links[peer] = l
-		if l.stage, err = dev.RegMR(region); err != nil {
+		// Staging is only read by the NIC; credits are zero-length writes,
+		// which name no memory.
+		if l.stage, err = dev.RegMR(region, verbs.AccessLocalWrite); err != nil {
 			return nil, fmt.Errorf("collective: staging for rank %d: %w", peer, err)
 		}
-		if l.fifo, err = dev.RegMR(region); err != nil {
+		if l.fifo, err = dev.RegMR(region, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 			return nil, fmt.Errorf("collective: receive FIFO for rank %d: %w", peer, err)
 		}
 		for k := 0; k < cfg.QPsPerPeer; k++ {
@@ -190,9 +186,8 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 			q := &qpLink{l: l, idx: k, qp: qp}
 			l.qps = append(l.qps, q)
 			c.byQPN[qp.QPN] = q
-			me.Peers[peer] = append(me.Peers[peer], qpInfo{QPN: qp.QPN, PSN: qp.PSN,
-				FIFO:   verbs.Slots{Addr: l.fifo.Addr + uint64(k*cfg.Slots*cfg.SlotSize), RKey: l.fifo.RKey, Count: cfg.Slots, Size: cfg.SlotSize},
-				Credit: verbs.CreditTarget{Addr: l.stage.Addr, RKey: l.stage.RKey}})
+			me.Peers[peer] = append(me.Peers[peer], qpInfo{Conn: qp.ConnectInfo(),
+				FIFO: verbs.Slots{Addr: l.fifo.Addr + uint64(k*cfg.Slots*cfg.SlotSize), RKey: l.fifo.RKey, Count: cfg.Slots, Size: cfg.SlotSize}})
 		}
 	}
 	blob, err := json.Marshal(me)
@@ -218,13 +213,13 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 		theirs := them.Peers[c.rank]
 		for k, q := range l.qps {
 			r := theirs[k]
-			if err := q.qp.Connect(verbs.Remote{RemoteQPN: r.QPN, RemotePSN: r.PSN, RemoteAddrs: them.Addrs}); err != nil {
+			if err := q.qp.Connect(r.Conn); err != nil {
 				return nil, fmt.Errorf("collective: connect QP %d to rank %d: %w", k, peer, err)
 			}
 			if q.tx, err = verbs.NewCreditSender(q.qp, r.FIFO); err != nil {
 				return nil, err
 			}
-			if q.rx, err = verbs.NewCreditReceiver(q.qp, l.fifo, uint64(k*cfg.Slots*cfg.SlotSize), cfg.Slots, cfg.SlotSize, r.Credit); err != nil {
+			if q.rx, err = verbs.NewCreditReceiver(q.qp, l.fifo, uint64(k*cfg.Slots*cfg.SlotSize), cfg.Slots, cfg.SlotSize, verbs.CreditTarget{}); err != nil {
 				return nil, err
 			}
 			q.rx.IDBase = 1 << 62
@@ -386,8 +381,8 @@ func (c *Comm) take(o *op, q *qpLink, seq int, m verbs.Message, got *int) error 
 		return fmt.Errorf("message %d from rank %d: all %d messages of the operation already arrived (ranks run different operations or counts?)", seq, peer, o.want)
 	}
 	n := o.recvLen(peer, seq)
-	if n*4 > len(m.Data) {
-		return fmt.Errorf("message %d from rank %d: %d elements do not fit a %d-byte slot", seq, peer, n, len(m.Data))
+	if n*4 != len(m.Data) {
+		return fmt.Errorf("message %d from rank %d: %d bytes, the schedule says %d elements (ranks run different counts?)", seq, peer, len(m.Data), n)
 	}
 	to, next, ok := o.deliver(peer, seq, floats(m.Data[:n*4]))
 	*got++

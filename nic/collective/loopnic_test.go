@@ -8,8 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // loopNIC is one device socket whose sessions (ranks) connect QPs to each
@@ -19,7 +21,7 @@ import (
 // real engine runs in TestEngineTwoRanks and on the testbed (nic/e2e).
 type loopNIC struct {
 	svc     *service.Service
-	regions *service.Regions
+	regions *regions.Table
 	mu      sync.Mutex
 	next    uint32
 	qps     map[uint32]*loopQP
@@ -32,13 +34,32 @@ func (n *loopNIC) Info() vproto.DeviceInfo {
 		Ports: []vproto.PortInfo{{Name: "p0", Plane: 0, Address: netip.MustParseAddr("fd00::1"), Up: true}}}
 }
 
+func (n *loopNIC) RegMR(owner uint32, fd int, req vproto.RegMR) (vproto.MRInfo, error) {
+	if err := req.Access.Check(); err != nil {
+		return vproto.MRInfo{}, err
+	}
+	acc := mrc.AccessLocalRead
+	if req.Access&vproto.AccessRemoteWrite != 0 {
+		acc |= mrc.AccessRemoteWrite
+	}
+	r, err := n.regions.Add(owner, fd, req.Addr, req.Len, acc)
+	if err != nil {
+		return vproto.MRInfo{}, err
+	}
+	return vproto.MRInfo{LKey: r.LKey, RKey: r.RKey}, nil
+}
+
+func (n *loopNIC) DeregMR(owner uint32, req vproto.DeregMR) error {
+	return n.regions.Remove(owner, req.LKey)
+}
+
 func (n *loopNIC) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.next++
 	qpn := 0x100 + n.next
 	n.qps[qpn] = &loopQP{owner: owner}
-	return vproto.QPInfo{QPN: qpn, PSN: 7}, nil
+	return vproto.QPInfo{QPN: qpn, PSN: 7, MTU: 2048, Window: 1024, MaxWImm: 64, Transport: req.Transport}, nil
 }
 
 func (n *loopNIC) ConnectQP(owner uint32, req vproto.ConnectQP) error {
@@ -59,36 +80,44 @@ func (n *loopNIC) DestroyQP(owner uint32, qpn uint32) error {
 	return nil
 }
 
+// Post executes each write at once. A zero-length write names no memory
+// and checks no key (IBTA), as in the daemon.
 func (n *loopNIC) Post(owner uint32, wrs []vproto.WR) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, w := range wrs {
 		st := vproto.StatusSuccess
 		q := n.qps[w.QPN]
+		var peer *loopQP
+		if q != nil {
+			peer = n.qps[q.peer]
+		}
 		switch {
-		case q == nil || q.owner != owner:
+		case q == nil || q.owner != owner || peer == nil:
 			st = vproto.StatusLocQPOpErr
-		case n.qps[q.peer] == nil:
-			st = vproto.StatusLocQPOpErr
-		default:
-			peer := n.qps[q.peer]
-			src, err := n.regions.Local(owner, w.LKey, w.LocalAddr, w.Len)
-			if w.Len == 0 {
-				src, err = nil, nil
+		case w.Len > 0:
+			r, ok := n.regions.Region(owner, w.LKey, mrc.LocalKey)
+			var src, dst []byte
+			if ok {
+				src, ok = r.Slice(w.LocalAddr, w.Len)
 			}
-			if err != nil {
+			if !ok {
 				st = vproto.StatusLocProtErr
 				break
 			}
-			dst, err := n.regions.Remote(peer.owner, w.RKey, w.RemoteAddr, w.Len)
-			if err != nil {
+			r, ok = n.regions.Region(peer.owner, w.RKey, mrc.RemoteKey)
+			ok = ok && r.Access&mrc.AccessRemoteWrite != 0
+			if ok {
+				dst, ok = r.Slice(w.RemoteAddr, w.Len)
+			}
+			if !ok {
 				st = vproto.StatusRemAccessErr
 				break
 			}
 			copy(dst, src)
-			if w.Op == vproto.OpWriteImm {
-				n.svc.Deliver(peer.owner, []vproto.CQE{{QPN: q.peer, Op: vproto.CQRecvImm, Imm: w.Imm, SrcQP: w.QPN}})
-			}
+		}
+		if st == vproto.StatusSuccess && w.Op == vproto.OpWriteImm {
+			n.svc.Deliver(peer.owner, []vproto.CQE{{QPN: q.peer, Op: vproto.CQRecvImm, Imm: w.Imm, SrcQP: w.QPN, Len: w.Len}})
 		}
 		if st != vproto.StatusSuccess || w.Flags&vproto.FlagSignaled != 0 {
 			n.svc.Deliver(owner, []vproto.CQE{{ID: w.ID, QPN: w.QPN, Status: st, Op: vproto.Opcode(w.Op), Len: w.Len}})
@@ -106,13 +135,13 @@ func (n *loopNIC) CloseOwner(owner uint32) {
 			delete(n.qps, k)
 		}
 	}
+	n.regions.Release(owner)
 }
 
 func startLoop(t *testing.T) string {
 	t.Helper()
-	regions := service.NewRegions()
-	nic := &loopNIC{regions: regions, qps: map[uint32]*loopQP{}}
-	svc := service.New(nic, regions, slog.New(slog.DiscardHandler))
+	nic := &loopNIC{regions: regions.New(), qps: map[uint32]*loopQP{}}
+	svc := service.New(nic, slog.New(slog.DiscardHandler))
 	nic.svc = svc
 	path := filepath.Join(t.TempDir(), "dev.sock")
 	if err := svc.Listen(path); err != nil {

@@ -26,9 +26,9 @@ import (
 // Data and credit immediates are told apart by bit 31, so both directions of
 // a QP can carry data and credits at once (all-to-all does).
 //
-// The credit write targets a registered region of the sender (CreditTarget):
-// IBTA lets a zero-length RDMA Write skip the rkey check, but the engine
-// still checks it today, so a valid target keeps credits legal either way.
+// A credit write has zero length, so it names no memory (IBTA: no rkey
+// check), and the engine accepts it with any address; CreditTarget lets an
+// application aim it at a region of the sender anyway, for NICs that check.
 
 // Immediate layout.
 const (
@@ -59,8 +59,10 @@ type Slots struct {
 	Size  int    `json:"size"`
 }
 
-// CreditTarget is where a receiver's credit writes land at the sender: any
-// address of a region the sender registered (zero bytes are written).
+// CreditTarget is where a receiver's credit writes land at the sender. Zero
+// bytes are written, so the zero value does on mrc-nicd; a NIC that checks
+// the rkey of zero-length writes needs an address in a region of the sender
+// registered for remote writes.
 type CreditTarget struct {
 	Addr uint64 `json:"addr"`
 	RKey uint32 `json:"rkey"`
@@ -178,10 +180,8 @@ func (s *CreditSender) OnCompletion(c Completion) (bool, error) {
 }
 
 // Message is one message a CreditReceiver took from its FIFO. Data is a
-// view of the whole slot, valid until the slot is released: a
-// Write-with-Immediate's completion does not carry the message length (the
-// engine does not send it), so the length is the application's to know; the
-// collectives know it from their schedule.
+// view of the message in its slot (the completion's length), valid until
+// the slot is released.
 type Message struct {
 	Slot int
 	Tag  uint32
@@ -234,10 +234,13 @@ func (r *CreditReceiver) OnCompletion(c Completion) (Message, bool, error) {
 	if slot != r.next || r.consumed == r.count {
 		return Message{}, true, fmt.Errorf("verbs: QP %#06x: message in slot %d, expected slot %d (%d held)", r.qp.QPN, slot, r.next, r.consumed)
 	}
+	if int(c.Len) > r.size {
+		return Message{}, true, fmt.Errorf("verbs: QP %#06x: %d-byte message in a %d-byte slot", r.qp.QPN, c.Len, r.size)
+	}
 	r.next = (r.next + 1) % r.count
 	r.consumed++
 	base := int(r.off) + slot*r.size
-	return Message{Slot: slot, Tag: c.Imm & tagMask, Data: r.mr.Buf[base : base+r.size]}, true, nil
+	return Message{Slot: slot, Tag: c.Imm & tagMask, Data: r.mr.Buf[base : base+int(c.Len)]}, true, nil
 }
 
 // Held is how many messages were taken and not released.

@@ -11,7 +11,11 @@ func TestCreditBookkeeping(t *testing.T) {
 	qp := &QP{QPN: 0x101}
 	imm := func(c uint32) Completion { return Completion{Op: CQRecvImm, QPN: qp.QPN, Imm: c} }
 	credit := func(first, n int) Completion { return imm(creditFlag | uint32(first)<<slotShift | uint32(n)) }
-	data := func(slot int, tag uint32) Completion { return imm(uint32(slot)<<slotShift | tag) }
+	data := func(slot int, tag uint32) Completion {
+		c := imm(uint32(slot)<<slotShift | tag)
+		c.Len = 8
+		return c
+	}
 
 	t.Run("sender", func(t *testing.T) {
 		for _, c := range []struct {
@@ -85,6 +89,7 @@ func TestCreditBookkeeping(t *testing.T) {
 			{credit(0, 1), false, 0, ""}, // a credit is the sender side's
 			{data(2, 5), true, 0, "slot 2, expected slot 1"},
 			{data(1, 6), true, 1, ""},
+			{Completion{Op: CQRecvImm, QPN: qp.QPN, Imm: 2 << slotShift, Len: 9}, true, 0, "9-byte message in a 8-byte slot"},
 			{data(2, 7), true, 2, ""},
 			{data(3, 8), true, 3, ""},
 			{data(0, 9), true, 0, "4 held"}, // the sender wrote without a credit

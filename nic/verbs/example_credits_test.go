@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log"
-	"net/netip"
 	"time"
 
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
@@ -32,28 +31,22 @@ func ExampleCreditSender() {
 		log.Fatal(err)
 	}
 	defer b.Close()
-	addrs := func(d *verbs.Device) (as []netip.Addr) {
-		for _, p := range d.Info().Ports {
-			as = append(as, p.Address)
-		}
-		return as
-	}
 	qa, _ := a.CreateQP(verbs.QPConfig{})
 	qb, _ := b.CreateQP(verbs.QPConfig{})
-	if err := qa.Connect(verbs.Remote{RemoteQPN: qb.QPN, RemotePSN: qb.PSN, RemoteAddrs: addrs(b)}); err != nil {
+	if err := qa.Connect(qb.ConnectInfo()); err != nil { // exchanged out of band in real programs
 		log.Fatal(err)
 	}
-	if err := qb.Connect(verbs.Remote{RemoteQPN: qa.QPN, RemotePSN: qa.PSN, RemoteAddrs: addrs(a)}); err != nil {
+	if err := qb.Connect(qa.ConnectInfo()); err != nil {
 		log.Fatal(err)
 	}
 
 	const slots, size = 3, 8
-	staging, _ := a.RegMR(slots * size) // the sender's copy of each slot
-	fifo, _ := b.RegMR(slots * size)    // the receiver's FIFO
+	staging, _ := a.RegMR(slots*size, verbs.AccessLocalWrite)                      // the sender's copy of each slot
+	fifo, _ := b.RegMR(slots*size, verbs.AccessLocalWrite|verbs.AccessRemoteWrite) // the receiver's FIFO
 
-	// The receiver advertises its slots; the sender, where credits land.
-	// Both travel out of band in real programs.
-	rx, err := verbs.NewCreditReceiver(qb, fifo, 0, slots, size, verbs.CreditTarget{Addr: staging.Addr, RKey: staging.RKey})
+	// The receiver advertises its slots (out of band in real programs).
+	// Credits are zero-length writes: they name no memory, so no target.
+	rx, err := verbs.NewCreditReceiver(qb, fifo, 0, slots, size, verbs.CreditTarget{})
 	if err != nil {
 		log.Fatal(err)
 	}
