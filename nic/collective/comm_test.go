@@ -17,6 +17,16 @@ import (
 // by a rendezvous on loopback, and fails the test with every rank's error.
 func ranks(t *testing.T, socks []string, cfg Config, fn func(ctx context.Context, c *Comm) error) {
 	t.Helper()
+	for r, err := range ranksErr(socks, func(int) Config { return cfg }, fn) {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// ranksErr is ranks with a configuration per rank, returning each rank's
+// error.
+func ranksErr(socks []string, cfgOf func(rank int) Config, fn func(ctx context.Context, c *Comm) error) []error {
 	n := len(socks)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -41,7 +51,7 @@ func ranks(t *testing.T, socks []string, cfg Config, fn func(ctx context.Context
 			return
 		}
 		defer dev.Close()
-		c, err := New(ctx, dev, g, cfg)
+		c, err := New(ctx, dev, g, cfgOf(r))
 		if err != nil {
 			errs[r] = err
 			return
@@ -64,11 +74,7 @@ func ranks(t *testing.T, socks []string, cfg Config, fn func(ctx context.Context
 		go run(r, a)
 	}
 	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	return errs
 }
 
 // fill sets rank r's buffer for iteration it.
@@ -211,5 +217,38 @@ func TestConfigChecked(t *testing.T) {
 		if err := c.defaults(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// Ranks started with different transports (or shapes) refuse to connect,
+// saying why: the NIC cannot tell.
+func TestMismatchedRanksRefuse(t *testing.T) {
+	sock := startLoop(t)
+	errs := ranksErr([]string{sock, sock}, func(r int) Config {
+		if r == 1 {
+			return Config{QP: verbs.QPConfig{Transport: verbs.TransportRoCE}}
+		}
+		return Config{}
+	}, func(ctx context.Context, c *Comm) error { return nil })
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "start every rank with the same options") {
+			t.Errorf("rank %d: %v, want a refusal naming the mismatch", r, err)
+		}
+	}
+}
+
+// A rank that never joins the operation makes the others fail after Stall,
+// saying how far they got, instead of hanging.
+func TestStallEndsOperation(t *testing.T) {
+	sock := startLoop(t)
+	errs := ranksErr([]string{sock, sock}, func(int) Config { return Config{Stall: 300 * time.Millisecond} },
+		func(ctx context.Context, c *Comm) error {
+			if c.Rank() == 1 {
+				return nil // goes straight to Close
+			}
+			return c.AllReduce(ctx, make([]float32, 1000), make([]float32, 1000))
+		})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "stalled for 300ms with 0 of 2 messages received") {
+		t.Errorf("rank 0: %v, want a stall error", errs[0])
 	}
 }
