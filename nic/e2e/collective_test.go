@@ -65,8 +65,8 @@ func checkTable(t *testing.T, out string, rows int) {
 
 // The issue's collective criteria on clos-2p with four real mrc-nicd
 // daemons, started on every host with `mrc-testbed exec h0,h1,...`: exact
-// sums and blocks (every element checked) from 4 B to 4 MiB for 2 and 4
-// hosts, with a T0-T1 link blackholed during the 4-host MRC runs, 64 MiB on
+// sums and blocks (every element checked) from 4 B to 1 MiB for 2 and 3
+// hosts and to 4 MiB for 4 hosts, with a T0-T1 link blackholed during the 4-host MRC runs, 64 MiB on
 // 4 hosts, and 4 hosts over the RoCE baseline (4 QPs per peer).
 func TestTestbedCollectives(t *testing.T) {
 	requireNetns(t)
@@ -74,16 +74,18 @@ func TestTestbedCollectives(t *testing.T) {
 	tb := upTestbed(t, "clos-2p", "h0", "h1", "h2", "h3")
 	tools := []string{"mrc-allreduce-perf", "mrc-alltoall-perf"}
 
-	t.Run("2 hosts across a T1", func(t *testing.T) {
-		for _, tool := range tools {
-			out, err := tb.group(t, "h0,h3", tool, "-b", "4", "-e", "1M", "-f", "4", "-n", "2", "-w", "1")
-			t.Logf("%s\n%s", tool, out)
-			if err != nil {
-				t.Fatalf("%s: %v", tool, err)
+	for _, g := range []struct{ name, hosts string }{{"2 hosts across a T1", "h0,h3"}, {"3 hosts", "h0,h1,h3"}} {
+		t.Run(g.name, func(t *testing.T) {
+			for _, tool := range tools {
+				out, err := tb.group(t, g.hosts, tool, "-b", "4", "-e", "1M", "-f", "4", "-n", "2", "-w", "1")
+				t.Logf("%s\n%s", tool, out)
+				if err != nil {
+					t.Fatalf("%s: %v", tool, err)
+				}
+				checkTable(t, out, 10)
 			}
-			checkTable(t, out, 10)
-		}
-	})
+		})
+	}
 
 	t.Run("4 hosts, T0-T1 link blackholed mid-run", func(t *testing.T) {
 		for _, tool := range tools {
