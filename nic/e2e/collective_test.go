@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -31,14 +29,21 @@ func collTools(t *testing.T) string {
 	return bin
 }
 
+// groupCmd is `mrc-testbed exec hosts -- tool args`, bounded.
+func (tb *testbed) groupCmd(tool string, args ...string) *exec.Cmd {
+	return tb.groupCmdOn("hosts", tool, args...)
+}
+
+func (tb *testbed) groupCmdOn(hosts, tool string, args ...string) *exec.Cmd {
+	argv := append([]string{"exec", "--dir", tb.dir, hosts, "--", "timeout", "300", filepath.Join(tb.bin, tool), "--timeout", "4m"}, args...)
+	return exec.Command(filepath.Join(tb.bin, "mrc-testbed"), argv...)
+}
+
 // group runs tool on a group of hosts with `mrc-testbed exec`, as a user
 // does, and returns the combined output.
 func (tb *testbed) group(t *testing.T, hosts, tool string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	argv := append([]string{"exec", "--dir", tb.dir, hosts, "--", filepath.Join(tb.bin, tool), "--timeout", "4m"}, args...)
-	out, err := exec.CommandContext(ctx, filepath.Join(tb.bin, "mrc-testbed"), argv...).CombinedOutput()
+	out, err := tb.groupCmdOn(hosts, tool, args...).CombinedOutput()
 	return string(out), err
 }
 
@@ -89,24 +94,42 @@ func TestTestbedCollectives(t *testing.T) {
 
 	t.Run("4 hosts, T0-T1 link blackholed mid-run", func(t *testing.T) {
 		for _, tool := range tools {
-			var ended atomic.Bool
-			faulted := make(chan bool, 1)
-			go func() {
-				time.Sleep(time.Second)
-				tb.fault(t, "p0-t0-0--p0-t1-0", "blackhole")
-				faulted <- !ended.Load()
-			}()
-			out, err := tb.group(t, "h0,h1,h2,h3", tool, "-b", "4", "-e", "4M", "-f", "4", "-n", "3", "-w", "1")
-			ended.Store(true)
-			during := <-faulted
-			tb.fault(t, "p0-t0-0--p0-t1-0", "clear")
-			t.Logf("%s\n%s", tool, out)
+			// The link breaks once the first size's row is out (the run
+			// is under way) and is repaired after the run.
+			var out lockedBuffer
+			cmd := tb.groupCmd(tool, "-b", "4", "-e", "4M", "-f", "4", "-n", "3", "-w", "1")
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			var err error
+			faulted, done := false, false
+			for !faulted && !done {
+				select {
+				case err = <-exited:
+					done = true
+				case <-time.After(20 * time.Millisecond):
+					if collRow.MatchString(out.String()) {
+						tb.fault(t, "p0-t0-0--p0-t1-0", "blackhole")
+						faulted = true
+					}
+				}
+			}
+			if !done {
+				err = <-exited
+			}
+			if faulted {
+				tb.fault(t, "p0-t0-0--p0-t1-0", "clear")
+			}
+			t.Logf("%s\n%s", tool, out.String())
 			if err != nil {
 				t.Fatalf("%s with a blackholed link: %v", tool, err)
 			}
-			checkTable(t, out, 11)
-			if !during {
-				t.Errorf("%s ended before the link was blackholed: the fault did not hit the run", tool)
+			checkTable(t, out.String(), 11)
+			if !faulted {
+				t.Errorf("%s ended before its first row was seen: the fault did not hit the run", tool)
 			}
 		}
 	})
