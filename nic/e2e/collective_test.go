@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softmrc/softmrc/testbed/run"
 )
 
 // collTools returns the folder holding mrc-allreduce-perf and
@@ -104,6 +107,7 @@ func TestTestbedCollectives(t *testing.T) {
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
+			dropsBefore := tb.faultDrops(t)
 			var err error
 			faulted, done := false, false
 			for !faulted && !done {
@@ -120,6 +124,7 @@ func TestTestbedCollectives(t *testing.T) {
 			if !done {
 				err = <-exited
 			}
+			drops := tb.faultDrops(t) - dropsBefore
 			if faulted {
 				tb.fault(t, "p0-t0-0--p0-t1-0", "clear")
 			}
@@ -130,6 +135,12 @@ func TestTestbedCollectives(t *testing.T) {
 			checkTable(t, out.String(), 11)
 			if !faulted {
 				t.Errorf("%s ended before its first row was seen: the fault did not hit the run", tool)
+			}
+			// The switches counted the packets the blackhole ate: MRC
+			// recovered them (every element is right).
+			t.Logf("%s: %d packets dropped by the blackhole", tool, drops)
+			if drops == 0 {
+				t.Errorf("%s: the blackholed link dropped no packet: the run did not cross it", tool)
 			}
 		}
 	})
@@ -158,4 +169,37 @@ func TestTestbedCollectives(t *testing.T) {
 			checkTable(t, out, 1)
 		}
 	})
+}
+
+// faultDrops sums the fault drops every switch of the run counted
+// (mrc-switchd stats --json).
+func (tb *testbed) faultDrops(t *testing.T) uint64 {
+	t.Helper()
+	p, err := run.LoadPlan(tb.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for _, sw := range p.Switches {
+		out, err := exec.Command(filepath.Join(tb.bin, "mrc-switchd"), "stats", "--json", "--ctl", sw.CtlSock).Output()
+		if err != nil {
+			t.Fatalf("mrc-switchd stats %s: %v", sw.Name, err)
+		}
+		var st struct {
+			Ports []struct {
+				Counters struct {
+					Drops struct {
+						Fault uint64 `json:"fault"`
+					} `json:"drops"`
+				} `json:"counters"`
+			} `json:"ports"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("mrc-switchd stats %s: %v", sw.Name, err)
+		}
+		for _, p := range st.Ports {
+			sum += p.Counters.Drops.Fault
+		}
+	}
+	return sum
 }
