@@ -186,6 +186,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	[--stall <duration>]                          default 30s: an operation without progress fails
 	[-h,--help]
 
+Rank 0 prints the table on stdout and a progress line on stderr every 5 s.
 Start every rank at once, e.g. on a testbed:
   mrc-testbed exec h0,h1,h2,h3 -- %s -b 8 -e 64M -f 2
 Bus bandwidth as in nccl-tests: %s.

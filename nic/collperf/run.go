@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/softmrc/softmrc/nic/collective"
@@ -63,6 +64,9 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
 	printBanner(out, p, descs)
 	fmt.Fprint(out, header)
 	r := &runner{p: p, comm: comm, g: g, n: p.NRanks}
+	if p.Rank == 0 {
+		defer r.progress(ctx, stderr, 5*time.Second)()
+	}
 	sizes := p.Sizes()
 	maxCount := r.count(sizes[len(sizes)-1])
 	r.send, r.recv = make([]float32, maxCount), make([]float32, maxCount)
@@ -120,6 +124,35 @@ type runner struct {
 	g          *rendezvous.Group
 	n          int
 	send, recv []float32
+	// progress: the size running and the operations done in it
+	curSize atomic.Int64
+	curOps  atomic.Int64
+}
+
+// progress prints a line to w every period while a size runs (a 64 MiB row
+// can take minutes on a loaded machine); the returned function stops it.
+func (r *runner) progress(ctx context.Context, w io.Writer, period time.Duration) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "# progress: %d B: %d operations so far (of %d per size)\n", r.curSize.Load(), r.curOps.Load(), r.opsPerSize())
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (r *runner) opsPerSize() int {
+	n := r.p.Warmup + r.p.Iters + r.p.Check
+	return 2 * n
 }
 
 // count is the element count of a size: all-to-all rounds down to a
@@ -133,6 +166,7 @@ func (r *runner) count(size int64) int {
 }
 
 func (r *runner) op(ctx context.Context, send, recv []float32) error {
+	defer r.curOps.Add(1)
 	if r.p.Kind == AllToAll {
 		return r.comm.AllToAll(ctx, send, recv)
 	}
@@ -198,6 +232,8 @@ type rankResult struct {
 func (r *runner) size(ctx context.Context, size int64) (Row, error) {
 	count := r.count(size)
 	send, recv := r.send[:count], r.recv[:count]
+	r.curSize.Store(size)
+	r.curOps.Store(0)
 	var mine rankResult
 	for k, inPlace := range []bool{false, true} {
 		in := send
