@@ -3,8 +3,10 @@ package collperf
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -158,5 +160,19 @@ func TestToolsTwoRanks(t *testing.T) {
 				t.Error("no OK footer")
 			}
 		})
+	}
+}
+
+// --json carries the rows, not-checked as -1, and the average busbw.
+func TestJSONReport(t *testing.T) {
+	var js bytes.Buffer
+	if err := writeJSON(&js, &Params{Kind: AllReduce, NRanks: 2, Transport: "mrc", QPs: 1}, []Row{{Bytes: 8, Count: 2, Type: "float", Redop: "sum", Root: -1,
+		Out: Result{TimeUs: 10, AlgBW: 0.0008, BusBW: 0.0008, Wrong: 3}, In: Result{TimeUs: 20, AlgBW: 0.0004, BusBW: 0.0004, Wrong: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(js.Bytes(), &rep); err != nil || len(rep.Rows) != 1 || rep.Rows[0].In.Wrong != -1 ||
+		math.Abs(rep.AvgBusBW-0.0006) > 1e-12 || rep.Wrong != 3 || rep.Collective != "mrc-allreduce-perf" {
+		t.Errorf("json report %+v (%v):\n%s", rep, err, js.String())
 	}
 }

@@ -64,6 +64,7 @@ type Params struct {
 	SlotSize   int
 	Timeout    time.Duration
 	Stall      time.Duration
+	JSON       bool
 
 	// OnListen (tests): rank 0's rendezvous address once it listens.
 	OnListen func(string) `json:"-"`
@@ -162,6 +163,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.IntVar(&p.QPs, "qps", 1, "QPs per peer (messages are striped over them)")
 	fs.IntVar(&p.Slots, "slots", 8, "receive FIFO slots per QP (messages in flight)")
 	fs.IntVar(&p.SlotSize, "slot_bytes", 64<<10, "bytes per slot: the largest message")
+	fs.BoolVar(&p.JSON, "json", false, "rank 0 prints the results as JSON on stdout (the table goes to stderr)")
 	fs.DurationVar(&p.Timeout, "timeout", 10*time.Minute, "the whole run stops with an error after this long")
 	fs.DurationVar(&p.Stall, "stall", 30*time.Second, "an operation with no completion for this long fails (a peer died)")
 	fs.Usage = func() {
@@ -184,6 +186,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	[--slots <n>] [--slot_bytes <bytes>]          receive FIFO per QP: default 8 x 64K
 	[--timeout <duration>]                        default 10m: the whole run stops by then
 	[--stall <duration>]                          default 30s: an operation without progress fails
+	[--json]                                      rank 0: results as JSON on stdout, the table on stderr
 	[-h,--help]
 
 Rank 0 prints the table on stdout and a progress line on stderr every 5 s.

@@ -1,6 +1,7 @@
 package collperf
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 )
@@ -22,10 +23,47 @@ type Result struct {
 
 // Row is one size.
 type Row struct {
-	Bytes, Count int64
-	Type, Redop  string
-	Root         int
-	Out, In      Result
+	Bytes int64  `json:"size"`
+	Count int64  `json:"count"`
+	Type  string `json:"type"`
+	Redop string `json:"redop"`
+	Root  int    `json:"root"`
+	Out   Result `json:"out_of_place"`
+	In    Result `json:"in_place"`
+}
+
+// Report is --json's output: the run and its rows (wrong -1: not checked).
+type Report struct {
+	Collective string  `json:"collective"`
+	Ranks      int     `json:"ranks"`
+	Transport  string  `json:"transport"`
+	QPs        int     `json:"qps_per_peer"`
+	Iters      int     `json:"iters"`
+	Warmup     int     `json:"warmup_iters"`
+	Rows       []Row   `json:"rows"`
+	AvgBusBW   float64 `json:"avg_busbw"`
+	Wrong      int64   `json:"wrong"`
+}
+
+func writeJSON(w io.Writer, p *Params, rows []Row) error {
+	r := Report{Collective: p.Kind.Name(), Ranks: p.NRanks, Transport: p.Transport, QPs: p.QPs, Iters: p.Iters,
+		Warmup: p.Warmup, Rows: rows}
+	n := 0
+	for _, row := range rows {
+		for _, h := range []Result{row.Out, row.In} {
+			r.AvgBusBW += h.BusBW
+			n++
+			if h.Wrong > 0 {
+				r.Wrong += h.Wrong
+			}
+		}
+	}
+	if n > 0 {
+		r.AvgBusBW /= float64(n)
+	}
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
 }
 
 // busFactor is nccl-tests' correction from algorithm to bus bandwidth:

@@ -60,6 +60,9 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
 	out := io.Discard
 	if p.Rank == 0 {
 		out = stdout
+		if p.JSON {
+			out = stderr // the table goes there; stdout gets the JSON
+		}
 	}
 	printBanner(out, p, descs)
 	fmt.Fprint(out, header)
@@ -86,6 +89,11 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
 		return err
 	}
 	printFooter(out, rows)
+	if p.JSON && p.Rank == 0 {
+		if err := writeJSON(stdout, p, rows); err != nil {
+			return err
+		}
+	}
 	for _, row := range rows {
 		if row.Out.Wrong > 0 || row.In.Wrong > 0 {
 			return ErrWrong
