@@ -72,6 +72,13 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 		qo := d.cfg.QP
 		qc := mrc.QPConfig{Transport: tr, PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
+		if tr == mrc.RoCE {
+			// IBTA RC's local ACK timeout is a fixed QP attribute,
+			// 4.096 µs·2^timeout, not an adaptive RTO; perftest sets
+			// timeout 14 (67 ms). Go-back-N resends the whole window on
+			// every timeout, so a spurious one costs dearly.
+			qc.AckTimeout, qc.FixedRTO, qc.TimeoutMode = roceAckTimeout, true, mrc.TimeoutLinear
+		}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
 			return
@@ -90,6 +97,10 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN), MTU: info.MTU, Window: info.Window,
 		MaxWImm: info.MaxWImm, Transport: req.Transport}, nil
 }
+
+// roceAckTimeout is a RoCE QP's local ACK timeout: 4.096 µs·2^14, the
+// timeout perftest's ib_write_bw gives its QPs.
+const roceAckTimeout = mrc.Time(4096 << 14)
 
 // engineTransport maps the verbs transport to the engine's.
 func engineTransport(t vproto.Transport) (mrc.Transport, error) {
@@ -156,13 +167,19 @@ func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
 		if q, err = d.owned(owner, req.QPN); err != nil {
 			return
 		}
-		// mrc-nicd's QPs all run the MRC transport (CreateQP offers no
-		// choice), so the peer's is this QP's own.
+		// The peer's transport, when the application passed it (verbs'
+		// ConnectInfo does), is checked by the engine's Connect;
+		// otherwise it is taken to be this QP's own.
 		var self mrc.QPInfo
 		if self, err = d.eng.Info(q.qpn); err != nil {
 			return
 		}
 		peer.Transport = self.Transport
+		if req.RemoteTransport != nil {
+			if peer.Transport, err = engineTransport(*req.RemoteTransport); err != nil {
+				return
+			}
+		}
 		if len(evs) > 0 {
 			if err = d.eng.SetEVs(q.qpn, evs, nil); err != nil {
 				return

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/softmrc/softmrc/nic/daemon"
@@ -88,5 +89,24 @@ func TestParseTransport(t *testing.T) {
 		if tc.ok && got.String() != map[verbs.Transport]string{verbs.TransportMRC: "mrc", verbs.TransportRoCE: "roce"}[got] {
 			t.Errorf("%v.String() = %q", got, got.String())
 		}
+	}
+}
+
+// TestConnectTransportMismatch: ConnectInfo carries the transport, so a QP
+// connected to a peer QP of the other transport fails with a clear error;
+// a Remote without it (hand-built from an older exchange) is not checked.
+func TestConnectTransportMismatch(t *testing.T) {
+	s1, s2, _ := twoNICs(t, 2)
+	a := openTransport(t, s1, 4096, verbs.TransportRoCE)
+	b := openTransport(t, s2, 4096, verbs.TransportMRC)
+	err := a.qp.Connect(b.qp.ConnectInfo())
+	if err == nil || !strings.Contains(err.Error(), "transport mismatch: local roce, remote mrc") {
+		t.Fatalf("RoCE QP connected to an MRC QP's ConnectInfo: err %v, want a transport mismatch", err)
+	}
+	c := openTransport(t, s2, 4096, verbs.TransportRoCE)
+	r := c.qp.ConnectInfo()
+	r.RemoteTransport = nil
+	if err := a.qp.Connect(r); err != nil {
+		t.Fatalf("connect without remote_transport: %v", err)
 	}
 }

@@ -384,12 +384,14 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 }
 
 // ConnectInfo is what the peer passes to its Connect to reach this QP:
-// QPN, PSN, MTU, window, Write-with-Immediate cap and this device's
-// address in every plane. Applications send it out of band (as JSON, or
+// QPN, PSN, MTU, window, Write-with-Immediate cap, transport (a peer QP of
+// another transport fails to connect) and this device's address in every
+// plane. Applications send it out of band (as JSON, or
 // field by field like mrc-write-bw).
 func (qp *QP) ConnectInfo() Remote {
+	tr := qp.Transport
 	r := Remote{RemoteQPN: qp.QPN, RemotePSN: qp.PSN, RemoteMTU: qp.MTU, RemoteWindow: qp.Window,
-		RemoteMaxWImm: qp.MaxWImm}
+		RemoteMaxWImm: qp.MaxWImm, RemoteTransport: &tr}
 	for _, p := range qp.d.info.Ports {
 		r.RemoteAddrs = append(r.RemoteAddrs, p.Address)
 	}

@@ -448,6 +448,10 @@ type ConnectQP struct {
 	RemoteMTU     int `json:"remote_mtu"`
 	RemoteWindow  int `json:"remote_window"`
 	RemoteMaxWImm int `json:"remote_max_wimm"`
+	// RemoteTransport, when set, is the peer QP's transport: a QP whose
+	// own differs fails to connect (transport mismatch). Absent: not
+	// checked (the peer is taken to run this QP's transport).
+	RemoteTransport *Transport `json:"remote_transport,omitempty"`
 	// EVs, when set, is the QP's active EV set, used as given (1..256 EVs,
 	// on planes both ends have); empty lets the daemon choose the device's
 	// EV count, spread over every plane and T1.
