@@ -196,8 +196,8 @@ func TestLoopRanks(t *testing.T) {
 }
 
 // Two ranks on two in-process mrc-nicd daemons (the real engine, two
-// planes): 4 B to 4 MiB, out of place and in place, 1 and 4 QPs, over MRC
-// and over the RoCE baseline.
+// planes): 4 B to 1 MiB, out of place and in place, 1 and 4 QPs, over MRC
+// and over the RoCE baseline (the testbed test goes to 64 MiB).
 func TestEngineTwoRanks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -206,7 +206,7 @@ func TestEngineTwoRanks(t *testing.T) {
 		for _, qps := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%v qps=%d", tr, qps), func(t *testing.T) {
 				nics := daemontest.Start(t, 2)
-				ranks(t, nics.Sock[:], Config{QPsPerPeer: qps, QP: verbs.QPConfig{Transport: tr}}, exercise([]int{1, 2, 1000, 1 << 16, 1 << 20}))
+				ranks(t, nics.Sock[:], Config{QPsPerPeer: qps, QP: verbs.QPConfig{Transport: tr}}, exercise([]int{1, 1000, 1 << 18}))
 			})
 		}
 	}
