@@ -252,3 +252,31 @@ func TestStallEndsOperation(t *testing.T) {
 		t.Errorf("rank 0: %v, want a stall error", errs[0])
 	}
 }
+
+// Ranks that disagree on the operation fail with an error, and the
+// communicator refuses further operations.
+func TestDisagreeingRanksFail(t *testing.T) {
+	sock := startLoop(t)
+	errs := ranksErr([]string{sock, sock}, func(int) Config { return Config{Stall: 2 * time.Second} },
+		func(ctx context.Context, c *Comm) error {
+			n := 1000
+			if c.Rank() == 1 {
+				n = 4000 // more pieces, other lengths
+			}
+			err := c.AllReduce(ctx, make([]float32, n), make([]float32, n))
+			if err == nil {
+				return nil
+			}
+			if again := c.AllReduce(ctx, make([]float32, 4), make([]float32, 4)); again == nil || !strings.Contains(again.Error(), "close the communicator") {
+				return fmt.Errorf("after %v the next operation gave %v", err, again)
+			}
+			return err
+		})
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("rank %d: all-reduce of mismatched counts succeeded", r)
+		} else {
+			t.Logf("rank %d: %v", r, err)
+		}
+	}
+}
