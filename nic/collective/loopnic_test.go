@@ -125,7 +125,9 @@ func (n *loopNIC) Post(owner uint32, wrs []vproto.WR) {
 	}
 }
 
-func (n *loopNIC) Ctl(req vproto.CtlRequest) (any, error) { return nil, fmt.Errorf("no ctl") }
+func (n *loopNIC) Ctl(_ service.Caller, req vproto.CtlRequest) (any, error) {
+	return nil, fmt.Errorf("no ctl")
+}
 
 func (n *loopNIC) CloseOwner(owner uint32) {
 	n.mu.Lock()

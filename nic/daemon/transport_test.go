@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -24,7 +23,7 @@ func TestTransportPerQP(t *testing.T) {
 			if a.qp.Transport != tc.tr || b.qp.Transport != tc.tr {
 				t.Fatalf("CreateQP answered transport %v/%v, want %v", a.qp.Transport, b.qp.Transport, tc.tr)
 			}
-			var rows []daemon.QPRow
+			var rows []vproto.QPRow
 			if err := a.dev.Ctl(vproto.CtlRequest{Cmd: "qps"}, &rows); err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/softmrc/softmrc/testbed/run"
 )
 
 // collTools returns the folder holding mrc-allreduce-perf and
@@ -107,7 +104,7 @@ func TestTestbedCollectives(t *testing.T) {
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			dropsBefore := tb.faultDrops(t)
+			dropsBefore := tb.totalFaultDrops(t)
 			var err error
 			faulted, done := false, false
 			for !faulted && !done {
@@ -124,7 +121,7 @@ func TestTestbedCollectives(t *testing.T) {
 			if !done {
 				err = <-exited
 			}
-			drops := tb.faultDrops(t) - dropsBefore
+			drops := tb.totalFaultDrops(t) - dropsBefore
 			if faulted {
 				tb.fault(t, "p0-t0-0--p0-t1-0", "clear")
 			}
@@ -171,35 +168,12 @@ func TestTestbedCollectives(t *testing.T) {
 	})
 }
 
-// faultDrops sums the fault drops every switch of the run counted
-// (mrc-switchd stats --json).
-func (tb *testbed) faultDrops(t *testing.T) uint64 {
+// totalFaultDrops sums the fault drops every switch of the run counted.
+func (tb *testbed) totalFaultDrops(t *testing.T) uint64 {
 	t.Helper()
-	p, err := run.LoadPlan(tb.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum uint64
-	for _, sw := range p.Switches {
-		out, err := exec.Command(filepath.Join(tb.bin, "mrc-switchd"), "stats", "--json", "--ctl", sw.CtlSock).Output()
-		if err != nil {
-			t.Fatalf("mrc-switchd stats %s: %v", sw.Name, err)
-		}
-		var st struct {
-			Ports []struct {
-				Counters struct {
-					Drops struct {
-						Fault uint64 `json:"fault"`
-					} `json:"drops"`
-				} `json:"counters"`
-			} `json:"ports"`
-		}
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatalf("mrc-switchd stats %s: %v", sw.Name, err)
-		}
-		for _, p := range st.Ports {
-			sum += p.Counters.Drops.Fault
-		}
+	for _, n := range tb.faultDrops(t) {
+		sum += n
 	}
 	return sum
 }

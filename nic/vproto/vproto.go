@@ -469,15 +469,3 @@ type Reply struct {
 	Error string          `json:"error,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
 }
-
-// CtlRequest is an mrcctl command.
-type CtlRequest struct {
-	// Cmd is ports, qps, evs, counters, deny or allow.
-	Cmd string `json:"cmd"`
-	QPN uint32 `json:"qpn,omitempty"`
-	// EV or Plane select what deny/allow act on (Plane >= 0 with AllEVs).
-	EV    uint32 `json:"ev,omitempty"`
-	Plane int    `json:"plane,omitempty"`
-	// Scope of deny/allow: "ev" or "plane".
-	Scope string `json:"scope,omitempty"`
-}
