@@ -12,11 +12,20 @@
 # the victim's rate with the incast as a share of its rate alone, and Jain's fairness
 # index of the N incast flows.
 #
-# There is no PFC in mrc-switchd: the RoCE runs are lossy RoCE with DCQCN. The switch
-# marks CE only on fabric ports (not on the receivers' downlinks), so the incast at
-# the last hop shows up to RoCE as trims (losses), and only the shared T1->T0 link
-# produces CNPs. RoCE QPs run DCQCN slowed by S8_DCQCN_SCALE (default: 100 Gb/s
-# divided by S8_NIC_BPS; docs/roce.md).
+# There is no PFC in mrc-switchd: the RoCE runs are lossy RoCE with DCQCN. The host
+# links get `host_ecn: true` (S8_HOST_ECN=1, the default): the T0 downlinks mark CE
+# above ecn_threshold as commodity switches do on any congested egress, so the
+# last-hop incast reaches DCQCN as CNPs, not only as trims (losses). MRC ignores
+# nothing: it sees the marks too (NSCC), besides the last-hop trims. S8_HOST_ECN=0
+# gives the switch's default (a host port only trims). RoCE QPs run DCQCN slowed by
+# S8_DCQCN_SCALE (default: 100 Gb/s divided by S8_NIC_BPS; docs/roce.md).
+#
+# The CPU: every NIC, switch and tool is a process on this machine. The emulated
+# capacities must stay far below what the CPUs carry, or the numbers measure the
+# CPU. The report therefore gives the receiver downlink's utilisation (incast sum /
+# host link capacity) and its switch counters (marked, trimmed, dropped): a
+# saturated downlink with marks and trims means the emulated link, not the CPU, is
+# the bottleneck.
 #
 # Output: a Markdown table and a CSV under S8_OUT (default docs/results/s8), plus the
 # per-flow outputs. Needs root, `make build` (or MRC_BIN). Every process it starts and
@@ -24,7 +33,7 @@
 #
 # Environment: S8_SENDERS (7), S8_DURATION (5), S8_NIC_BPS (100000000),
 # S8_FABRIC (400Mbit), S8_HOST (100Mbit), S8_DCQCN_SCALE, S8_TRANSPORTS ("mrc roce"),
-# S8_OUT, MRC_BIN.
+# S8_HOST_ECN (1), S8_OUT, MRC_BIN.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,6 +45,8 @@ fabric=${S8_FABRIC:-400Mbit}
 hostcap=${S8_HOST:-100Mbit}
 scale=${S8_DCQCN_SCALE:-$(awk -v b="$nic_bps" 'BEGIN{printf "%g", 100e9/b}')}
 transports=${S8_TRANSPORTS:-mrc roce}
+host_ecn=${S8_HOST_ECN:-1}
+case $host_ecn in 1) hecn=", host_ecn: true" ;; 0) hecn="" ;; *) echo "s8: S8_HOST_ECN=$host_ecn: want 0 or 1" >&2; exit 1 ;; esac
 out=${S8_OUT:-$root/docs/results/s8}
 
 for b in mrc-testbed mrc-switchd mrc-nicd mrc-write-bw mrcctl; do
@@ -73,7 +84,7 @@ hosts_per_t0: $((n + 1))
 mtu: 3500
 links:
   fabric: {capacity: $fabric, buffer: 128KiB, ecn_threshold: 16KiB, trim_threshold: 64KiB}
-  host: {capacity: $hostcap, buffer: 128KiB, ecn_threshold: 16KiB, trim_threshold: 64KiB}
+  host: {capacity: $hostcap, buffer: 128KiB, ecn_threshold: 16KiB, trim_threshold: 64KiB$hecn}
 EOF
 echo "== s8: $n:1 incast + victim; NIC ports $nic_bps b/s, fabric $fabric, host links $hostcap; RoCE dcqcn_scale $scale; run folder $dir"
 "$bin/mrc-testbed" up "$dir/s8.yaml" --prefix "$prefix" --dir "$dir" --bin "$bin" >"$dir/up.log" 2>&1
