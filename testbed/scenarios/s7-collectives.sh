@@ -193,4 +193,11 @@ for lossy in 0 1; do
 done
 down
 
-(cd "$root" && go run ./testbed/scenarios/scenarioreport s7 "$raw" "$out")
+st=0
+(cd "$root" && go run ./testbed/scenarios/scenarioreport s7 "$raw" "$out") || st=$?
+cat "$out/s7.md" 2>/dev/null || true
+case $st in
+0) echo "s7: every verdict passed; report in $out" ;;
+1) echo "s7: some verdicts FAILED (measured, see $out/s7.md)" >&2; exit 1 ;;
+*) echo "s7: the report could not be computed from $raw" >&2; exit "$st" ;;
+esac
