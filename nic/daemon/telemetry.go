@@ -46,6 +46,7 @@ type teleTick struct {
 	qps   []teleQP
 	ports []telePort
 	to    []func([]byte) bool // subscribers due
+	final bool                // one QP's last sample (teleFinal)
 }
 
 type teleQP struct {
@@ -132,11 +133,8 @@ func (d *Daemon) teleSample(now mrc.Time) {
 	var k *teleTick
 	select {
 	case k = <-t.free:
-	default:
-	}
-	k0 := k
-	if k != nil {
 		k.to = k.to[:0]
+	default:
 	}
 	for _, s := range t.subs {
 		m := s.sched.Missed
@@ -146,13 +144,49 @@ func (d *Daemon) teleSample(now mrc.Time) {
 		t.missed.Add(s.sched.Missed - m)
 	}
 	d.teleNext()
-	if k0 == nil {
+	if k == nil {
 		t.skipped.Add(1)
 		return
 	}
+	d.teleFill(k, nil)
+	t.ticks.Add(1)
+	t.work <- k // never blocks: at most teleTicks ticks exist
+}
+
+// teleFinal sends every subscriber the last sample of qpn, marked final,
+// just before the QP is destroyed: a series ends with the QP's totals even
+// when the QP goes away between two instants. Loop only.
+func (d *Daemon) teleFinal(qpn wire.QPN) {
+	t := &d.tele
+	if len(t.subs) == 0 {
+		return
+	}
+	var k *teleTick
+	select {
+	case k = <-t.free:
+	case <-time.After(50 * time.Millisecond): // the encoder never holds a tick longer than one encoding
+		t.skipped.Add(1)
+		return
+	}
+	k.to = k.to[:0]
+	for _, s := range t.subs {
+		k.to = append(k.to, s.push)
+	}
+	d.teleFill(k, &qpn)
+	t.work <- k
+}
+
+// teleFill copies the counters of every QP (only *only, when set, marked
+// final) and, for a regular tick, of every port into k; loop only.
+func (d *Daemon) teleFill(k *teleTick, only *wire.QPN) {
+	t := &d.tele
 	k.t = telemetry.Now()
-	k.qps = k.qps[:0]
+	k.qps, k.ports = k.qps[:0], k.ports[:0]
+	k.final = only != nil
 	for qpn := range d.qps {
+		if only != nil && qpn != *only {
+			continue
+		}
 		s := &t.snap
 		s.EVs = s.EVs[:0]
 		if d.eng.Snapshot(qpn, s) != nil {
@@ -170,12 +204,12 @@ func (d *Daemon) teleSample(now mrc.Time) {
 			}
 		}
 	}
-	k.ports = k.ports[:0]
+	if only != nil {
+		return
+	}
 	for i, p := range d.ports {
 		k.ports = append(k.ports, telePort{up: d.portUp[i].Load(), st: p.Stats()})
 	}
-	t.ticks.Add(1)
-	t.work <- k // never blocks: at most teleTicks ticks exist
 }
 
 // teleEncoder encodes ticks and hands them to the subscribers until the
@@ -234,6 +268,9 @@ func (d *Daemon) teleEncoder() {
 			v[telemetry.KeyInFlight] = float64(q.inflight)
 			v[telemetry.KeySRTT] = float64(q.srtt)
 			v[telemetry.KeyQPState] = float64(q.state)
+			if k.final {
+				v[telemetry.KeyFinal] = 1
+			}
 			for p := range planes {
 				for st := range telemetry.EVStates {
 					v[keys[p][st]] = float64(q.evs[p][st])
