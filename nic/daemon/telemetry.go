@@ -218,15 +218,28 @@ func (d *Daemon) teleEncoder() {
 	t := &d.tele
 	src := d.teleSource()
 	planes := len(d.cfg.Ports)
-	keys := make([][len(telemetry.EVStates)]string, planes)
-	for p := range keys {
+	evKeys := make([][len(telemetry.EVStates)]string, planes)
+	qpKeys := []string{telemetry.KeyAckedBytes, telemetry.KeyTxBytes, telemetry.KeyRtxBytes, telemetry.KeyTxPackets,
+		telemetry.KeyRtxPackets, telemetry.KeyRxBytes, telemetry.KeyLosses, telemetry.KeyTimeouts, telemetry.KeyNACKs,
+		telemetry.KeyTrims, telemetry.KeyECNEchoes, telemetry.KeyNoEVStalls, telemetry.KeyMsgsSent, telemetry.KeyCwnd,
+		telemetry.KeyInFlight, telemetry.KeySRTT, telemetry.KeyQPState}
+	for p := range evKeys {
 		for st, name := range telemetry.EVStates {
-			keys[p][st] = telemetry.EVStateKey(p, name)
+			evKeys[p][st] = telemetry.EVStateKey(p, name)
+			qpKeys = append(qpKeys, evKeys[p][st])
 		}
 	}
-	s := telemetry.Sample{Source: src, Values: map[string]float64{}}
+	qpRec := telemetry.NewRecord(qpKeys...)
+	finalRec := telemetry.NewRecord(append(qpKeys, telemetry.KeyFinal)...)
+	portRec := telemetry.NewRecord(telemetry.KeyTxBytes, telemetry.KeyRxBytes, telemetry.KeyTxPackets,
+		telemetry.KeyRxPackets, telemetry.KeyPlane, telemetry.KeyCarrier)
+	portNames := make([]string, planes)
+	for i, p := range d.cfg.Ports {
+		portNames[i] = p.PortName()
+	}
 	const maxBody = vproto.MaxMessage - vproto.HeaderLen
 	var line []byte
+	var idBuf []byte
 	for {
 		var k *teleTick
 		select {
@@ -237,62 +250,60 @@ func (d *Daemon) teleEncoder() {
 		var bodies [][]byte
 		body := make([]byte, 0, 4096)
 		add := func() {
-			line = telemetry.AppendJSON(line[:0], &s)
 			if len(body)+len(line) > maxBody {
 				bodies = append(bodies, body)
 				body = make([]byte, 0, 4096)
 			}
 			body = append(body, line...)
 		}
-		s.T = k.t
 		for i := range k.qps {
 			q := &k.qps[i]
 			c := &q.cs
-			clear(s.Values)
-			s.Kind, s.ID = telemetry.KindQP, fmt.Sprintf("%#06x", uint32(q.qpn))
-			v := s.Values
-			v[telemetry.KeyAckedBytes] = float64(c.AckedBytes)
-			v[telemetry.KeyTxBytes] = float64(c.TxBytes)
-			v[telemetry.KeyRtxBytes] = float64(c.RtxBytes)
-			v[telemetry.KeyTxPackets] = float64(c.TxData)
-			v[telemetry.KeyRtxPackets] = float64(c.TxRtx)
-			v[telemetry.KeyRxBytes] = float64(c.RxBytes)
-			v[telemetry.KeyLosses] = float64(c.Losses)
-			v[telemetry.KeyTimeouts] = float64(c.Timeouts)
-			v[telemetry.KeyNACKs] = float64(c.RxNACK)
-			v[telemetry.KeyTrims] = float64(q.trims)
-			v[telemetry.KeyECNEchoes] = float64(q.ecn)
-			v[telemetry.KeyNoEVStalls] = float64(c.NoEVStalls)
-			v[telemetry.KeyMsgsSent] = float64(c.MsgsSent)
-			v[telemetry.KeyCwnd] = float64(q.cwnd)
-			v[telemetry.KeyInFlight] = float64(q.inflight)
-			v[telemetry.KeySRTT] = float64(q.srtt)
-			v[telemetry.KeyQPState] = float64(q.state)
+			r := qpRec
 			if k.final {
-				v[telemetry.KeyFinal] = 1
+				r = finalRec
+				r.Set(telemetry.KeyFinal, 1)
 			}
+			r.Set(telemetry.KeyAckedBytes, float64(c.AckedBytes))
+			r.Set(telemetry.KeyTxBytes, float64(c.TxBytes))
+			r.Set(telemetry.KeyRtxBytes, float64(c.RtxBytes))
+			r.Set(telemetry.KeyTxPackets, float64(c.TxData))
+			r.Set(telemetry.KeyRtxPackets, float64(c.TxRtx))
+			r.Set(telemetry.KeyRxBytes, float64(c.RxBytes))
+			r.Set(telemetry.KeyLosses, float64(c.Losses))
+			r.Set(telemetry.KeyTimeouts, float64(c.Timeouts))
+			r.Set(telemetry.KeyNACKs, float64(c.RxNACK))
+			r.Set(telemetry.KeyTrims, float64(q.trims))
+			r.Set(telemetry.KeyECNEchoes, float64(q.ecn))
+			r.Set(telemetry.KeyNoEVStalls, float64(c.NoEVStalls))
+			r.Set(telemetry.KeyMsgsSent, float64(c.MsgsSent))
+			r.Set(telemetry.KeyCwnd, float64(q.cwnd))
+			r.Set(telemetry.KeyInFlight, float64(q.inflight))
+			r.Set(telemetry.KeySRTT, float64(q.srtt))
+			r.Set(telemetry.KeyQPState, float64(q.state))
 			for p := range planes {
 				for st := range telemetry.EVStates {
-					v[keys[p][st]] = float64(q.evs[p][st])
+					r.Set(evKeys[p][st], float64(q.evs[p][st]))
 				}
 			}
+			idBuf = fmt.Appendf(idBuf[:0], "%#06x", uint32(q.qpn))
+			line = r.Append(line[:0], k.t, src, telemetry.KindQP, string(idBuf))
 			add()
 		}
 		for i := range k.ports {
 			p := &k.ports[i]
-			clear(s.Values)
-			s.Kind, s.ID = telemetry.KindNICPort, d.cfg.Ports[i].PortName()
-			v := s.Values
-			v[telemetry.KeyTxBytes] = float64(p.st.TxBytes)
-			v[telemetry.KeyRxBytes] = float64(p.st.RxBytes)
-			v[telemetry.KeyTxPackets] = float64(p.st.TxFrames)
-			v[telemetry.KeyRxPackets] = float64(p.st.RxFrames)
-			v[telemetry.KeyPlane] = float64(d.cfg.Ports[i].Plane)
+			r := portRec
+			r.Set(telemetry.KeyTxBytes, float64(p.st.TxBytes))
+			r.Set(telemetry.KeyRxBytes, float64(p.st.RxBytes))
+			r.Set(telemetry.KeyTxPackets, float64(p.st.TxFrames))
+			r.Set(telemetry.KeyRxPackets, float64(p.st.RxFrames))
+			r.Set(telemetry.KeyPlane, float64(d.cfg.Ports[i].Plane))
+			carrier := 0.0
 			if p.up {
-				v[telemetry.KeyCarrier] = 1
-			} else {
-				v[telemetry.KeyCarrier] = 0
+				carrier = 1
 			}
+			r.Set(telemetry.KeyCarrier, carrier)
+			line = r.Append(line[:0], k.t, src, telemetry.KindNICPort, portNames[i])
 			add()
 		}
 		if len(body) > 0 {
