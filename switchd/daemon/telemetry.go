@@ -46,6 +46,7 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 	tick := time.NewTicker(iv)
 	defer tick.Stop()
 	var buf []byte
+	var lastWrite time.Time
 	rec := telemetry.NewRecord(telemetry.KeyTxBytes, telemetry.KeyTxPackets, telemetry.KeyRxBytes, telemetry.KeyRxPackets,
 		telemetry.KeyDrops, telemetry.KeyDropBuffer, telemetry.KeyDropFault, telemetry.KeyECNMarked, telemetry.KeyTrimmed,
 		telemetry.KeyFaultDown, telemetry.KeyQueueBytes)
@@ -57,16 +58,23 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 			return
 		case <-tick.C:
 		}
-		buf = s.d.appendSamples(buf[:0], rec)
-		if len(buf) == 0 {
-			continue // not ready yet
+		buf = s.d.appendSamples(buf, rec)
+		// Samples keep the interval's resolution but go out at most every
+		// flushEvery: at 1 ms, one socket write (and one wakeup of the
+		// client) per 10 samples.
+		if len(buf) == 0 || time.Since(lastWrite) < flushEvery {
+			continue
 		}
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Write(buf); err != nil {
 			return
 		}
+		buf, lastWrite = buf[:0], time.Now()
 	}
 }
+
+// flushEvery is how often a watch writes the samples it has gathered.
+const flushEvery = 10 * time.Millisecond
 
 // appendSamples appends one JSON Lines sample per port to buf (nothing
 // while the data plane is not loaded).
