@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +45,11 @@ type teleState struct {
 	lastFlush mrc.Time
 	queued    int // ticks sent since the last flush
 	snap      mrc.QPSnapshot
+
+	// finals are QPs' last samples (teleFinal), for the encoder after the
+	// queued ticks.
+	finalMu sync.Mutex
+	finals  []*teleTick
 
 	free  chan *teleTick // ticks the encoder has finished with
 	work  chan *teleTick // ticks for the encoder, in order
@@ -187,32 +194,23 @@ func (d *Daemon) teleQueue(k *teleTick, now mrc.Time, urgent bool) {
 
 // teleFinal sends every subscriber the last sample of qpn, marked final,
 // just before the QP is destroyed: a series ends with the QP's totals even
-// when the QP goes away between two instants. Loop only.
+// when the QP goes away between two instants. Its tick is allocated, not
+// taken from the pool, so that it is never skipped (destroying a QP is
+// rare; the loop must not wait for the encoder). Loop only.
 func (d *Daemon) teleFinal(qpn wire.QPN) {
 	t := &d.tele
 	if len(t.subs) == 0 {
 		return
 	}
-	var k *teleTick
-	select {
-	case k = <-t.free:
-	default:
-		// Every tick is queued: make the encoder take them, and wait a
-		// little (it encodes a tick in microseconds).
-		select {
-		case t.flush <- struct{}{}:
-		default:
-		}
-		select {
-		case k = <-t.free:
-		case <-time.After(50 * time.Millisecond):
-			t.skipped.Add(1)
-			return
-		}
-	}
-	k.to = append(k.to[:0], t.subs...)
+	k := &teleTick{to: slices.Clone(t.subs)}
 	d.teleFill(k, &qpn)
-	d.teleQueue(k, d.now(), true)
+	t.finalMu.Lock()
+	t.finals = append(t.finals, k)
+	t.finalMu.Unlock()
+	select {
+	case t.flush <- struct{}{}:
+	default:
+	}
 }
 
 // teleFill copies the counters of every QP (only *only, when set, marked
@@ -289,6 +287,59 @@ func (d *Daemon) teleEncoder() {
 			t.dropped.Add(1)
 		}
 	}
+	encode := func(k *teleTick) {
+		lines, ends = lines[:0], ends[:0]
+		for i := range k.qps {
+			q := &k.qps[i]
+			r := qpRec
+			if k.final {
+				r = finalRec
+			}
+			r.Set(telemetry.KeyAckedBytes, float64(q.acked))
+			r.Set(telemetry.KeyTxBytes, float64(q.tx))
+			r.Set(telemetry.KeyRtxBytes, float64(q.rtx))
+			r.Set(telemetry.KeyTxPackets, float64(q.txPkts))
+			r.Set(telemetry.KeyRtxPackets, float64(q.rtxPkts))
+			r.Set(telemetry.KeyRxBytes, float64(q.rx))
+			r.Set(telemetry.KeyLosses, float64(q.losses))
+			r.Set(telemetry.KeyTimeouts, float64(q.timeouts))
+			r.Set(telemetry.KeyNACKs, float64(q.nacks))
+			r.Set(telemetry.KeyTrims, float64(q.trims))
+			r.Set(telemetry.KeyECNEchoes, float64(q.ecn))
+			r.Set(telemetry.KeyNoEVStalls, float64(q.noEV))
+			r.Set(telemetry.KeyMsgsSent, float64(q.msgs))
+			r.Set(telemetry.KeyCwnd, float64(q.cwnd))
+			r.Set(telemetry.KeyInFlight, float64(q.inflight))
+			r.Set(telemetry.KeySRTT, float64(q.srtt))
+			r.Set(telemetry.KeyQPState, float64(q.state))
+			for p := range planes {
+				for st := range telemetry.EVStates {
+					r.Set(evKeys[p][st], float64(q.evs[p][st]))
+				}
+			}
+			idBuf = fmt.Appendf(idBuf[:0], "%#06x", uint32(q.qpn))
+			lines = r.Append(lines, k.t, src, telemetry.KindQP, string(idBuf))
+			ends = append(ends, len(lines))
+		}
+		for i := range k.ports {
+			p := &k.ports[i]
+			portRec.Set(telemetry.KeyTxBytes, float64(p.st.TxBytes))
+			portRec.Set(telemetry.KeyRxBytes, float64(p.st.RxBytes))
+			portRec.Set(telemetry.KeyTxPackets, float64(p.st.TxFrames))
+			portRec.Set(telemetry.KeyRxPackets, float64(p.st.RxFrames))
+			portRec.Set(telemetry.KeyPlane, float64(d.cfg.Ports[i].Plane))
+			carrier := 0.0
+			if p.up {
+				carrier = 1
+			}
+			portRec.Set(telemetry.KeyCarrier, carrier)
+			lines = portRec.Append(lines, k.t, src, telemetry.KindNICPort, portNames[i])
+			ends = append(ends, len(lines))
+		}
+		for _, s := range k.to {
+			bodies[s] = appendLines(bodies[s], lines, ends, maxBody, func(b []byte) { send(s, b) })
+		}
+	}
 	for {
 		select {
 		case <-d.stopped:
@@ -296,65 +347,20 @@ func (d *Daemon) teleEncoder() {
 		case <-t.flush:
 		}
 		for more := true; more; {
-			var k *teleTick
 			select {
-			case k = <-t.work:
+			case k := <-t.work:
+				encode(k)
+				t.free <- k
 			default:
 				more = false
-				continue
 			}
-			lines, ends = lines[:0], ends[:0]
-			for i := range k.qps {
-				q := &k.qps[i]
-				r := qpRec
-				if k.final {
-					r = finalRec
-				}
-				r.Set(telemetry.KeyAckedBytes, float64(q.acked))
-				r.Set(telemetry.KeyTxBytes, float64(q.tx))
-				r.Set(telemetry.KeyRtxBytes, float64(q.rtx))
-				r.Set(telemetry.KeyTxPackets, float64(q.txPkts))
-				r.Set(telemetry.KeyRtxPackets, float64(q.rtxPkts))
-				r.Set(telemetry.KeyRxBytes, float64(q.rx))
-				r.Set(telemetry.KeyLosses, float64(q.losses))
-				r.Set(telemetry.KeyTimeouts, float64(q.timeouts))
-				r.Set(telemetry.KeyNACKs, float64(q.nacks))
-				r.Set(telemetry.KeyTrims, float64(q.trims))
-				r.Set(telemetry.KeyECNEchoes, float64(q.ecn))
-				r.Set(telemetry.KeyNoEVStalls, float64(q.noEV))
-				r.Set(telemetry.KeyMsgsSent, float64(q.msgs))
-				r.Set(telemetry.KeyCwnd, float64(q.cwnd))
-				r.Set(telemetry.KeyInFlight, float64(q.inflight))
-				r.Set(telemetry.KeySRTT, float64(q.srtt))
-				r.Set(telemetry.KeyQPState, float64(q.state))
-				for p := range planes {
-					for st := range telemetry.EVStates {
-						r.Set(evKeys[p][st], float64(q.evs[p][st]))
-					}
-				}
-				idBuf = fmt.Appendf(idBuf[:0], "%#06x", uint32(q.qpn))
-				lines = r.Append(lines, k.t, src, telemetry.KindQP, string(idBuf))
-				ends = append(ends, len(lines))
-			}
-			for i := range k.ports {
-				p := &k.ports[i]
-				portRec.Set(telemetry.KeyTxBytes, float64(p.st.TxBytes))
-				portRec.Set(telemetry.KeyRxBytes, float64(p.st.RxBytes))
-				portRec.Set(telemetry.KeyTxPackets, float64(p.st.TxFrames))
-				portRec.Set(telemetry.KeyRxPackets, float64(p.st.RxFrames))
-				portRec.Set(telemetry.KeyPlane, float64(d.cfg.Ports[i].Plane))
-				carrier := 0.0
-				if p.up {
-					carrier = 1
-				}
-				portRec.Set(telemetry.KeyCarrier, carrier)
-				lines = portRec.Append(lines, k.t, src, telemetry.KindNICPort, portNames[i])
-				ends = append(ends, len(lines))
-			}
-			for _, s := range k.to {
-				bodies[s] = appendLines(bodies[s], lines, ends, maxBody, func(b []byte) { send(s, b) })
-			}
-			t.free <- k
+		}
+		t.finalMu.Lock()
+		finals := t.finals
+		t.finals = nil
+		t.finalMu.Unlock()
+		for _, k := range finals {
+			encode(k)
 		}
 		for s, b := range bodies {
 			if len(b) > 0 {

@@ -91,8 +91,16 @@ func TestTelemetryOnTestbed(t *testing.T) {
 		}
 		return false
 	})
-	// The switches' samples after the run include every frame of it.
-	time.Sleep(5 * time.Millisecond) // a few intervals of switch samples
+	// Switch samples taken after the QP's last one include every frame of
+	// the run (they reach the subscriber up to 10 ms later: batching).
+	waitFor("switch samples after the run", func() bool {
+		for _, ss := range series {
+			if ss[0].Kind == telemetry.KindSwitchPort && ss[len(ss)-1].T <= final.T {
+				return false
+			}
+		}
+		return true
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watch: %v", err)
