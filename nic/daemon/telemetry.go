@@ -62,7 +62,7 @@ type teleState struct {
 type teleSub struct {
 	owner uint32
 	sched telemetry.Schedule
-	push  func([]byte) bool // set once; the encoder calls it
+	push  func(body []byte, wait bool) bool // set once; the encoder calls it
 }
 
 // teleTick is one sampling instant's copy of the counters.
@@ -98,7 +98,7 @@ func (t *teleState) init() {
 }
 
 // Watch subscribes owner (service.Watcher).
-func (d *Daemon) Watch(owner uint32, interval time.Duration, push func([]byte) bool) (vproto.WatchInfo, func(), error) {
+func (d *Daemon) Watch(owner uint32, interval time.Duration, push func(body []byte, wait bool) bool) (vproto.WatchInfo, func(), error) {
 	iv, err := telemetry.CheckInterval(interval)
 	if err != nil {
 		return vproto.WatchInfo{}, nil, err
@@ -282,8 +282,9 @@ func (d *Daemon) teleEncoder() {
 	bodies := map[*teleSub][]byte{}
 	var lines, idBuf []byte
 	var ends []int // where each line of lines ends
+	wait := false // this flush carries a final sample: deliver, do not drop
 	send := func(s *teleSub, b []byte) {
-		if !s.push(b) {
+		if !s.push(b, wait) {
 			t.dropped.Add(1)
 		}
 	}
@@ -346,6 +347,7 @@ func (d *Daemon) teleEncoder() {
 			return
 		case <-t.flush:
 		}
+		wait = false
 		for more := true; more; {
 			select {
 			case k := <-t.work:
@@ -359,6 +361,7 @@ func (d *Daemon) teleEncoder() {
 		finals := t.finals
 		t.finals = nil
 		t.finalMu.Unlock()
+		wait = len(finals) > 0
 		for _, k := range finals {
 			encode(k)
 		}

@@ -10,19 +10,24 @@ import (
 )
 
 // Watcher is implemented by a NIC that streams telemetry (mrc-nicd's
-// daemon). Watch starts sending owner a message body of JSON Lines samples
-// every interval through push; push never blocks and reports false when it
-// dropped the body (the subscriber reads too slowly). stop ends the
-// subscription. A second Watch of the same owner replaces the first.
+// daemon). Watch starts sending owner message bodies of JSON Lines samples
+// through push. push does not block and reports false when it dropped the
+// body because the subscriber reads too slowly, except with wait set
+// (bodies that must arrive, such as a QP's final sample), when it waits up
+// to teleWait for room. stop ends the subscription. A second Watch of the
+// same owner replaces the first.
 type Watcher interface {
-	Watch(owner uint32, interval time.Duration, push func(body []byte) bool) (info vproto.WatchInfo, stop func(), err error)
+	Watch(owner uint32, interval time.Duration, push func(body []byte, wait bool) bool) (info vproto.WatchInfo, stop func(), err error)
 }
 
-// teleQueue is the telemetry messages a session may have waiting for its
-// socket; beyond it, samples are dropped (counted in TelemetryDropped)
-// rather than held: a subscriber that reads slowly loses samples, never
-// slows the NIC.
-const teleQueue = 16
+// teleQueue is the telemetry messages (10 ms of samples each at most
+// intervals) a session may have waiting for its socket; beyond it, samples
+// are dropped (counted in TelemetryDropped) rather than held: a subscriber
+// that reads slowly loses samples, never slows the NIC.
+const teleQueue = 64
+
+// teleWait bounds how long a body that must arrive waits for room.
+const teleWait = time.Second
 
 // watch handles TypeWatch.
 func (ss *session) watch(body []byte) (any, error) {
@@ -47,7 +52,7 @@ func (ss *session) watch(body []byte) (any, error) {
 	if old != nil {
 		old()
 	}
-	info, stop, err := w.Watch(ss.id, time.Duration(req.IntervalNS), func(body []byte) bool {
+	info, stop, err := w.Watch(ss.id, time.Duration(req.IntervalNS), func(body []byte, wait bool) bool {
 		var h [vproto.HeaderLen]byte
 		vproto.PutHeader(h[:], vproto.Header{Type: vproto.TypeTelemetry, Version: vproto.Version})
 		msg := append(h[:len(h):len(h)], body...)
@@ -57,9 +62,20 @@ func (ss *session) watch(body []byte) (any, error) {
 		case ch <- msg:
 			return true
 		default:
-			ss.svc.TelemetryDropped.Add(1)
-			return false
 		}
+		if wait {
+			t := time.NewTimer(teleWait)
+			defer t.Stop()
+			select {
+			case <-ss.done:
+				return false
+			case ch <- msg:
+				return true
+			case <-t.C:
+			}
+		}
+		ss.svc.TelemetryDropped.Add(1)
+		return false
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)

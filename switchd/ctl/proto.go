@@ -61,6 +61,9 @@ type Stats struct {
 	Started  time.Time   `json:"started"`
 	Ports    []PortStats `json:"ports"`
 	Unmapped Counters    `json:"unmapped"` // frames on interfaces that are not ports
+	// TelemetryDropped counts telemetry batches (10 ms of samples) dropped
+	// because a watch subscriber read too slowly.
+	TelemetryDropped uint64 `json:"telemetry_dropped,omitempty"`
 }
 
 // PortStats is one port's state and counters.

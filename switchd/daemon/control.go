@@ -198,7 +198,8 @@ func (d *Daemon) stats() (*ctl.Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hang state: %w", err)
 	}
-	st := &ctl.Stats{Switch: d.cfg.Name, Mode: string(d.cfg.Mode), Hang: hang, Adopted: d.adopted, Started: d.started}
+	st := &ctl.Stats{Switch: d.cfg.Name, Mode: string(d.cfg.Mode), Hang: hang, Adopted: d.adopted, Started: d.started,
+		TelemetryDropped: d.teleDropped.Load()}
 	for i, p := range d.cfg.Ports {
 		c, err := d.plane.Counters(dataplane.PortID(i))
 		if err != nil {

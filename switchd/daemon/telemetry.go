@@ -43,9 +43,29 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 			}
 		}
 	}()
+	// A writer goroutine does the (blocking) socket writes, so that a
+	// subscriber that reads slowly loses batches (counted) instead of
+	// holding up the sampling or, with a write timeout, getting a torn line.
+	out := make(chan []byte, 8)
+	free := make(chan []byte, 8)
+	for range cap(free) {
+		free <- nil
+	}
+	werr := make(chan struct{})
+	go func() {
+		defer close(werr)
+		for b := range out {
+			c.SetWriteDeadline(time.Now().Add(time.Minute))
+			if _, err := c.Write(b); err != nil {
+				return
+			}
+			free <- b[:0]
+		}
+	}()
+	defer close(out)
 	tick := time.NewTicker(iv)
 	defer tick.Stop()
-	var buf []byte
+	buf := <-free
 	var lastWrite time.Time
 	rec := telemetry.NewRecord(telemetry.KeyTxBytes, telemetry.KeyTxPackets, telemetry.KeyRxBytes, telemetry.KeyRxPackets,
 		telemetry.KeyDrops, telemetry.KeyDropBuffer, telemetry.KeyDropFault, telemetry.KeyECNMarked, telemetry.KeyTrimmed,
@@ -53,6 +73,8 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 	for {
 		select {
 		case <-gone:
+			return
+		case <-werr:
 			return
 		case <-s.d.detached:
 			return
@@ -65,11 +87,15 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 		if len(buf) == 0 || time.Since(lastWrite) < flushEvery {
 			continue
 		}
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(buf); err != nil {
-			return
+		select {
+		case nb := <-free:
+			out <- buf
+			buf = nb
+		default:
+			s.d.teleDropped.Add(1)
+			buf = buf[:0]
 		}
-		buf, lastWrite = buf[:0], time.Now()
+		lastWrite = time.Now()
 	}
 }
 
