@@ -282,7 +282,7 @@ func (d *Daemon) teleEncoder() {
 	bodies := map[*teleSub][]byte{}
 	var lines, idBuf []byte
 	var ends []int // where each line of lines ends
-	wait := false // this flush carries a final sample: deliver, do not drop
+	wait := false  // this flush carries a final sample: deliver, do not drop
 	send := func(s *teleSub, b []byte) {
 		if !s.push(b, wait) {
 			t.dropped.Add(1)

@@ -20,6 +20,7 @@ type collector struct {
 	samples []telemetry.Sample
 	first   chan struct{}
 	once    sync.Once
+	more    chan struct{} // signalled (cap 1) on every sample
 }
 
 func (c *collector) add(s telemetry.Sample) {
@@ -27,6 +28,27 @@ func (c *collector) add(s telemetry.Sample) {
 	c.samples = append(c.samples, s)
 	c.mu.Unlock()
 	c.once.Do(func() { close(c.first) })
+	select {
+	case c.more <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until the newest sample of (kind, id) satisfies ok.
+func (c *collector) waitFor(t *testing.T, kind, id, what string, ok func(telemetry.Sample) bool) telemetry.Sample {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		if s, found := c.last(kind, id); found && ok(s) {
+			return s
+		}
+		select {
+		case <-c.more:
+		case <-deadline:
+			s, _ := c.last(kind, id)
+			t.Fatalf("%s %s: no sample with %s within 10 s (last %v)", kind, id, what, s.Values)
+		}
+	}
 }
 
 // last returns the newest sample of (kind, id), if any.
@@ -56,7 +78,7 @@ func (c *collector) series(kind, id string) []telemetry.Sample {
 // watch subscribes to sock at interval until the test ends.
 func watch(t *testing.T, sock string, interval time.Duration) *collector {
 	t.Helper()
-	c := &collector{first: make(chan struct{})}
+	c := &collector{first: make(chan struct{}), more: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- verbs.Watch(ctx, sock, interval, c.add) }()
@@ -107,17 +129,8 @@ func TestTelemetryWatch(t *testing.T) {
 		t.Fatalf("completed %d bytes, want %d", completed, size*n)
 	}
 	qpID := fmt.Sprintf("%#06x", a.qp.QPN)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s, ok := col.last(telemetry.KindQP, qpID)
-		if ok && s.Values[telemetry.KeyAckedBytes] == float64(completed) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("acked_bytes of QP %s is %v, want %d (what the application completed)", qpID, s.Values[telemetry.KeyAckedBytes], completed)
-		}
-		time.Sleep(time.Millisecond) // the next sample is due within the interval
-	}
+	col.waitFor(t, telemetry.KindQP, qpID, fmt.Sprintf("acked_bytes = %d (what the application completed)", completed),
+		func(s telemetry.Sample) bool { return s.Values[telemetry.KeyAckedBytes] == float64(completed) })
 
 	qs := col.series(telemetry.KindQP, qpID)
 	for i := 1; i < len(qs); i++ {
@@ -183,18 +196,10 @@ func TestTelemetryWatch(t *testing.T) {
 	if err := a.qp.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		s, _ := col.last(telemetry.KindQP, qpID)
-		if s.Values[telemetry.KeyFinal] == 1 {
-			if s.Values[telemetry.KeyAckedBytes] != float64(completed) {
-				t.Errorf("final sample: acked_bytes %v, want %d", s.Values[telemetry.KeyAckedBytes], completed)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no final sample of the QP after Destroy")
-		}
-		time.Sleep(time.Millisecond) // the encoder hands it over within a few µs
+	fin := col.waitFor(t, telemetry.KindQP, qpID, "final = 1 after Destroy",
+		func(s telemetry.Sample) bool { return s.Values[telemetry.KeyFinal] == 1 })
+	if fin.Values[telemetry.KeyAckedBytes] != float64(completed) {
+		t.Errorf("final sample: acked_bytes %v, want %d", fin.Values[telemetry.KeyAckedBytes], completed)
 	}
 	for _, p := range a.dev.Info().Ports {
 		ps := col.series(telemetry.KindNICPort, p.Name)

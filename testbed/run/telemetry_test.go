@@ -35,18 +35,24 @@ func TestTelemetryOnTestbed(t *testing.T) {
 	series := map[string][]telemetry.Sample{} // by src/kind/id
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	more := make(chan struct{}, 1) // signalled on every sample
 	go func() {
 		done <- watch.StreamAll(ctx, paths, time.Millisecond, func(s telemetry.Sample) {
 			mu.Lock()
 			k := s.Source + "/" + s.Kind + "/" + s.ID
 			series[k] = append(series[k], s)
 			mu.Unlock()
+			select {
+			case more <- struct{}{}:
+			default:
+			}
 		})
 	}()
-	// waitFor waits until ok holds over the series (checked every ms).
+	// waitFor waits until ok holds over the series (checked on each sample).
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); ; {
+		deadline := time.After(15 * time.Second)
+		for {
 			mu.Lock()
 			good := ok()
 			mu.Unlock()
@@ -54,14 +60,12 @@ func TestTelemetryOnTestbed(t *testing.T) {
 				return
 			}
 			select {
+			case <-more:
 			case err := <-done:
 				t.Fatalf("watch ended while waiting for %s: %v", what, err)
-			default:
-			}
-			if time.Now().After(deadline) {
+			case <-deadline:
 				t.Fatalf("timed out waiting for %s (h0's mrc-nicd: %s)", what, nicCounters(p))
 			}
-			time.Sleep(time.Millisecond) // samples arrive every ms
 		}
 	}
 	waitFor("a sample from every daemon", func() bool {
@@ -120,7 +124,14 @@ func TestTelemetryOnTestbed(t *testing.T) {
 		t.Logf("T1 ports sent %.0f bytes for %.0f written (%.2fx: headers)", d, written, d/written)
 	}
 
-	floor := 0.3 // real daemons, but 2 cores shared with the test, the tool and 12 daemons
+	// Real daemons, but 2 cores shared with the test, the tool, 12 daemons
+	// and other work; a subscriber that falls behind loses whole 10 ms
+	// batches (counted by the daemons), which the race detector makes
+	// likely. The median gap shows the daemons' cadence either way.
+	floor := 0.3
+	if raceEnabled {
+		floor = 0.1
+	}
 	for k, ss := range series {
 		for i := 1; i < len(ss); i++ {
 			if ss[i].T <= ss[i-1].T {
