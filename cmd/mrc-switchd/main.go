@@ -181,7 +181,7 @@ func cmdControl(cmd string, args []string, stdout, stderr io.Writer) error {
 	file := fs.String("c", "", "config file whose control_socket to use")
 	asJSON := fs.Bool("json", false, "print JSON (stats, routes)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon")
-	var wo watch.Options
+	wo := watch.Options{Stream: watch.Switch}
 	if cmd == "watch" {
 		fs.DurationVar(&wo.Interval, "interval", telemetry.DefaultInterval, "sampling interval (1ms to 10s)")
 		fs.IntVar(&wo.Count, "count", 0, "stop after this many samples (0: no limit)")

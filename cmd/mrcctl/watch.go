@@ -18,7 +18,7 @@ import (
 // watchCmd streams the NIC's telemetry as JSON Lines.
 func watchCmd(dev string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("mrcctl watch", flag.ContinueOnError)
-	var o watch.Options
+	o := watch.Options{Stream: watch.NIC}
 	fs.DurationVar(&o.Interval, "interval", telemetry.DefaultInterval, "sampling interval (1ms to 10s)")
 	fs.IntVar(&o.Count, "count", 0, "stop after this many samples (0: no limit)")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "stop after this long (0: no limit; with --count 0, run until Ctrl-C)")

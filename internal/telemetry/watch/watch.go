@@ -25,10 +25,23 @@ import (
 // SOCK_STREAM; connecting to the wrong type fails with EPROTOTYPE, which is
 // how the daemon is recognised.
 func Stream(ctx context.Context, path string, interval time.Duration, fn func(telemetry.Sample)) error {
-	err := verbs.Watch(ctx, path, interval, fn)
-	if !errors.Is(err, syscall.EPROTOTYPE) {
+	err := NIC(ctx, path, interval, fn)
+	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("watch: no daemon answers at %s (want an mrc-nicd device socket or an mrc-switchd control socket): %w", path, err)
+	case !errors.Is(err, syscall.EPROTOTYPE):
 		return err
 	}
+	return Switch(ctx, path, interval, fn)
+}
+
+// NIC is Stream for mrc-nicd's device socket (nic/verbs.Watch).
+func NIC(ctx context.Context, path string, interval time.Duration, fn func(telemetry.Sample)) error {
+	return verbs.Watch(ctx, path, interval, fn)
+}
+
+// Switch is Stream for mrc-switchd's control socket.
+func Switch(ctx context.Context, path string, interval time.Duration, fn func(telemetry.Sample)) error {
 	c, err := ctl.Dial(ctx, path)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -73,6 +86,8 @@ func StreamAll(ctx context.Context, paths []string, interval time.Duration, fn f
 
 // Options bound Print.
 type Options struct {
+	// Stream is how to subscribe: NIC, Switch, or nil for Stream (either).
+	Stream   func(ctx context.Context, path string, interval time.Duration, fn func(telemetry.Sample)) error
 	Interval time.Duration
 	// Count stops after this many samples (0: no limit).
 	Count int
@@ -98,7 +113,11 @@ func Print(ctx context.Context, w io.Writer, path string, opts Options) (n int, 
 	defer stop()
 	enc := telemetry.NewEncoder(w)
 	var werr error
-	err = Stream(ctx, path, opts.Interval, func(s telemetry.Sample) {
+	stream := opts.Stream
+	if stream == nil {
+		stream = Stream
+	}
+	err = stream(ctx, path, opts.Interval, func(s telemetry.Sample) {
 		if werr != nil || (opts.Count > 0 && n >= opts.Count) {
 			return
 		}
