@@ -73,6 +73,7 @@ type QPSnapshot struct {
 	Counters   QPCounters
 	EVs        []EVSnapshot // appended to the caller's slice
 	ReverseEVs []wire.EV
+	RoCE       *RoCESnapshot // RoCE transport only
 }
 
 // EngineCounters are node-wide counters (mostly drops of frames that never
@@ -92,4 +93,5 @@ type EngineCounters struct {
 	PortStatusSent     uint64
 	PortStatusStale    uint64 // port-status updates older than the last applied one (ignored)
 	CQOverflow         uint64
+	TxCNP, RxCNP       uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
 }

@@ -61,6 +61,7 @@ type teleState struct {
 
 type teleSub struct {
 	owner uint32
+	admin bool // sees every QP; else only owner's
 	sched telemetry.Schedule
 	push  func(body []byte, wait bool) bool // set once; the encoder calls it
 }
@@ -79,6 +80,7 @@ type teleTick struct {
 // 4 KiB).
 type teleQP struct {
 	qpn                             wire.QPN
+	owner                           uint32
 	state                           mrc.QPState
 	srtt                            mrc.Time
 	cwnd, inflight                  int
@@ -97,8 +99,9 @@ func (t *teleState) init() {
 	t.next = mrc.Never
 }
 
-// Watch subscribes owner (service.Watcher).
-func (d *Daemon) Watch(owner uint32, interval time.Duration, push func(body []byte, wait bool) bool) (vproto.WatchInfo, func(), error) {
+// Watch subscribes the caller's session (service.Watcher).
+func (d *Daemon) Watch(caller service.Caller, interval time.Duration, push func(body []byte, wait bool) bool) (vproto.WatchInfo, func(), error) {
+	owner := caller.Session
 	iv, err := telemetry.CheckInterval(interval)
 	if err != nil {
 		return vproto.WatchInfo{}, nil, err
@@ -113,7 +116,7 @@ func (d *Daemon) Watch(owner uint32, interval time.Duration, push func(body []by
 			go d.teleEncoder()
 		}
 		d.teleRemove(owner)
-		t.subs = append(t.subs, &teleSub{owner: owner, sched: telemetry.NewSchedule(int64(d.now()), int64(iv)), push: push})
+		t.subs = append(t.subs, &teleSub{owner: owner, admin: caller.Admin, sched: telemetry.NewSchedule(int64(d.now()), int64(iv)), push: push})
 		d.teleNext()
 	}); e != nil {
 		return vproto.WatchInfo{}, nil, e
@@ -230,7 +233,7 @@ func (d *Daemon) teleFill(k *teleTick, only *wire.QPN) {
 			continue
 		}
 		c := &s.Counters
-		k.qps = append(k.qps, teleQP{qpn: qpn, state: s.State, srtt: s.SRTT, cwnd: s.Cwnd, inflight: s.InFlight,
+		k.qps = append(k.qps, teleQP{qpn: qpn, owner: d.qps[qpn].owner, state: s.State, srtt: s.SRTT, cwnd: s.Cwnd, inflight: s.InFlight,
 			acked: c.AckedBytes, tx: c.TxBytes, rtx: c.RtxBytes, txPkts: c.TxData, rtxPkts: c.TxRtx, rx: c.RxBytes,
 			losses: c.Losses, timeouts: c.Timeouts, nacks: c.RxNACK, noEV: c.NoEVStalls, msgs: c.MsgsSent})
 		q := &k.qps[len(k.qps)-1]
@@ -281,15 +284,18 @@ func (d *Daemon) teleEncoder() {
 	const maxBody = vproto.MaxMessage - vproto.HeaderLen
 	bodies := map[*teleSub][]byte{}
 	var lines, idBuf []byte
-	var ends []int // where each line of lines ends
-	wait := false  // this flush carries a final sample: deliver, do not drop
+	var ends []int      // where each line of lines ends
+	var owners []uint32 // the QP owner of each line (0: a port)
+	var own []byte      // a non-admin subscriber's lines
+	var ownEnds []int
+	wait := false // this flush carries a final sample: deliver, do not drop
 	send := func(s *teleSub, b []byte) {
 		if !s.push(b, wait) {
 			t.dropped.Add(1)
 		}
 	}
 	encode := func(k *teleTick) {
-		lines, ends = lines[:0], ends[:0]
+		lines, ends, owners = lines[:0], ends[:0], owners[:0]
 		for i := range k.qps {
 			q := &k.qps[i]
 			r := qpRec
@@ -320,7 +326,7 @@ func (d *Daemon) teleEncoder() {
 			}
 			idBuf = fmt.Appendf(idBuf[:0], "%#06x", uint32(q.qpn))
 			lines = r.Append(lines, k.t, src, telemetry.KindQP, string(idBuf))
-			ends = append(ends, len(lines))
+			ends, owners = append(ends, len(lines)), append(owners, q.owner)
 		}
 		for i := range k.ports {
 			p := &k.ports[i]
@@ -335,10 +341,25 @@ func (d *Daemon) teleEncoder() {
 			}
 			portRec.Set(telemetry.KeyCarrier, carrier)
 			lines = portRec.Append(lines, k.t, src, telemetry.KindNICPort, portNames[i])
-			ends = append(ends, len(lines))
+			ends, owners = append(ends, len(lines)), append(owners, 0)
 		}
 		for _, s := range k.to {
-			bodies[s] = appendLines(bodies[s], lines, ends, maxBody, func(b []byte) { send(s, b) })
+			l, e := lines, ends
+			if !s.admin {
+				// Only the ports and the subscriber's own QPs (mrcctl's rule
+				// for other applications' QPs).
+				own, ownEnds = own[:0], ownEnds[:0]
+				start := 0
+				for i, end := range ends {
+					if owners[i] == 0 || owners[i] == s.owner {
+						own = append(own, lines[start:end]...)
+						ownEnds = append(ownEnds, len(own))
+					}
+					start = end
+				}
+				l, e = own, ownEnds
+			}
+			bodies[s] = appendLines(bodies[s], l, e, maxBody, func(b []byte) { send(s, b) })
 		}
 	}
 	for {

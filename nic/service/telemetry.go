@@ -10,14 +10,16 @@ import (
 )
 
 // Watcher is implemented by a NIC that streams telemetry (mrc-nicd's
-// daemon). Watch starts sending owner message bodies of JSON Lines samples
-// through push. push does not block and reports false when it dropped the
+// daemon). Watch starts sending the caller's session message bodies of
+// JSON Lines samples through push: every port, and the QPs the caller may
+// inspect (all of them for an admin, else the session's own, as for
+// mrcctl's other commands). push does not block and reports false when it dropped the
 // body because the subscriber reads too slowly, except with wait set
 // (bodies that must arrive, such as a QP's final sample), when it waits up
 // to teleWait for room. stop ends the subscription. A second Watch of the
 // same owner replaces the first.
 type Watcher interface {
-	Watch(owner uint32, interval time.Duration, push func(body []byte, wait bool) bool) (info vproto.WatchInfo, stop func(), err error)
+	Watch(caller Caller, interval time.Duration, push func(body []byte, wait bool) bool) (info vproto.WatchInfo, stop func(), err error)
 }
 
 // teleQueue is the telemetry messages (10 ms of samples each at most
@@ -52,7 +54,7 @@ func (ss *session) watch(body []byte) (any, error) {
 	if old != nil {
 		old()
 	}
-	info, stop, err := w.Watch(ss.id, time.Duration(req.IntervalNS), func(body []byte, wait bool) bool {
+	info, stop, err := w.Watch(ss.caller(), time.Duration(req.IntervalNS), func(body []byte, wait bool) bool {
 		var h [vproto.HeaderLen]byte
 		vproto.PutHeader(h[:], vproto.Header{Type: vproto.TypeTelemetry, Version: vproto.Version})
 		msg := append(h[:len(h):len(h)], body...)
