@@ -1,0 +1,182 @@
+// Package verdict checks a scenario's expectations against the series a run
+// sampled. Every measured value is computed here from the data; nothing is
+// taken from the scenario but the bounds.
+package verdict
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+)
+
+// Data is what a run measured.
+type Data interface {
+	// Series returns a sampled series by name (scenario.SeriesHelp).
+	Series(name string) (series.Series, error)
+	// Capacity is the emulated capacity behind a series, in its unit.
+	Capacity(name string) (float64, error)
+	// ToolErrors lists the traffic processes that failed, one line each.
+	ToolErrors() []string
+}
+
+// Result is one checked expectation.
+type Result struct {
+	Claim    string
+	Metric   string
+	Series   string
+	Measured float64 // NaN when it could not be computed
+	Unit     string
+	Bounds   string
+	Pass     bool
+	// Detail says how Measured was computed (windows, reference, levels).
+	Detail string
+}
+
+// Smoothing is how many samples the recovery and dip metrics average, so
+// that one short sampling interval does not count as recovered.
+const Smoothing = 3
+
+// Check evaluates one expectation.
+func Check(e scenario.Expect, d Data) Result {
+	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio"}
+	var err error
+	switch e.Metric {
+	case scenario.MetricRatio, scenario.MetricDip:
+		err = ratio(e, d, &r)
+	case scenario.MetricRecovery:
+		err = recovery(e, d, &r)
+	case scenario.MetricToolErrors:
+		errs := d.ToolErrors()
+		r.Measured, r.Unit = float64(len(errs)), "errors"
+		r.Detail = "every traffic process exited 0 with no QP error and no --verify mismatch"
+		if len(errs) > 0 {
+			r.Detail = fmt.Sprintf("%d failed: %v", len(errs), errs)
+		}
+	default:
+		err = fmt.Errorf("unknown metric %q", e.Metric)
+	}
+	if err != nil {
+		r.Detail = "not measured: " + err.Error()
+		return r
+	}
+	r.Pass = within(e, r.Measured)
+	return r
+}
+
+// CheckAll evaluates every expectation of a scenario.
+func CheckAll(s *scenario.Scenario, d Data) []Result {
+	out := make([]Result, 0, len(s.Expect))
+	for _, e := range s.Expect {
+		out = append(out, Check(e, d))
+	}
+	return out
+}
+
+func within(e scenario.Expect, m float64) bool {
+	if math.IsNaN(m) {
+		return false
+	}
+	const eps = 1e-9
+	if e.Want != nil {
+		tol := 0.0
+		if e.Tolerance != nil {
+			tol = *e.Tolerance
+		}
+		if math.Abs(m-*e.Want) > tol+eps {
+			return false
+		}
+	}
+	if e.Min != nil && m < *e.Min-eps {
+		return false
+	}
+	if e.Max != nil && m > *e.Max+eps {
+		return false
+	}
+	return true
+}
+
+// reference is the baseline of a ratio: the series' mean over the baseline
+// window, or its emulated capacity.
+func reference(e scenario.Expect, s series.Series, d Data) (float64, string, error) {
+	if e.BaselineCapacity {
+		c, err := d.Capacity(e.Series)
+		if err != nil {
+			return 0, "", err
+		}
+		if c <= 0 {
+			return 0, "", fmt.Errorf("series %s has no emulated capacity (set a link capacity in the topology)", e.Series)
+		}
+		return c, fmt.Sprintf("emulated capacity %s", human(c, s.Unit)), nil
+	}
+	b := s.Mean(e.Baseline.From, e.Baseline.To)
+	if math.IsNaN(b) || b <= 0 {
+		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %v", e.Series, e.Baseline)
+	}
+	return b, fmt.Sprintf("baseline %s (mean over %v)", human(b, s.Unit), e.Baseline), nil
+}
+
+func ratio(e scenario.Expect, d Data, r *Result) error {
+	s, err := d.Series(e.Series)
+	if err != nil {
+		return err
+	}
+	ref, refText, err := reference(e, s, d)
+	if err != nil {
+		return err
+	}
+	var m float64
+	var what string
+	if e.Metric == scenario.MetricDip {
+		m = s.Smooth(Smoothing).Min(e.Window.From, e.Window.To)
+		what = fmt.Sprintf("lowest %d-sample average", Smoothing)
+	} else {
+		m = s.Mean(e.Window.From, e.Window.To)
+		what = "mean"
+	}
+	if math.IsNaN(m) {
+		return fmt.Errorf("no sample of %s in the window %v", e.Series, e.Window)
+	}
+	r.Measured = m / ref
+	r.Detail = fmt.Sprintf("%s %s over %v / %s", what, human(m, s.Unit), e.Window, refText)
+	return nil
+}
+
+func recovery(e scenario.Expect, d Data, r *Result) error {
+	s, err := d.Series(e.Series)
+	if err != nil {
+		return err
+	}
+	settled := s.Mean(e.Window.From, e.Window.To)
+	if math.IsNaN(settled) || settled <= 0 {
+		return fmt.Errorf("series %s carried nothing over the settled window %v", e.Series, e.Window)
+	}
+	level := e.Level * settled
+	at, ok := s.Smooth(Smoothing).FirstReach(e.At, level)
+	r.Unit = "ms"
+	if !ok {
+		r.Measured = math.Inf(1)
+		r.Detail = fmt.Sprintf("never reached %.0f%% of the settled %s (mean over %v) after %v", e.Level*100, human(settled, s.Unit), e.Window, e.At)
+		return nil
+	}
+	// The smoothed point at `at` averages the Smoothing samples ending
+	// there; the series got to the level no later than that point.
+	r.Measured = float64(at-e.At) / float64(time.Millisecond)
+	r.Detail = fmt.Sprintf("from %v to the first %d-sample average ≥ %.0f%% of the settled %s (mean over %v)", e.At, Smoothing, e.Level*100, human(settled, s.Unit), e.Window)
+	return nil
+}
+
+func human(v float64, unit string) string {
+	if unit == "bit/s" {
+		switch {
+		case v >= 1e9:
+			return fmt.Sprintf("%.3g Gbit/s", v/1e9)
+		case v >= 1e6:
+			return fmt.Sprintf("%.4g Mbit/s", v/1e6)
+		}
+		return fmt.Sprintf("%.4g kbit/s", v/1e3)
+	}
+	return fmt.Sprintf("%.4g %s", v, unit)
+}

@@ -1,0 +1,105 @@
+package verdict
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+)
+
+type fake struct {
+	s    map[string]series.Series
+	cap  float64
+	errs []string
+}
+
+func (f fake) Series(n string) (series.Series, error) {
+	s, ok := f.s[n]
+	if !ok {
+		return s, fmt.Errorf("no series %s", n)
+	}
+	return s, nil
+}
+func (f fake) Capacity(string) (float64, error) { return f.cap, nil }
+func (f fake) ToolErrors() []string             { return f.errs }
+
+// steps builds a 10 ms series: full until down, then frac×full until up,
+// linear recovery over ramp, then full.
+func steps(full, frac float64, down, up, ramp time.Duration) series.Series {
+	s := series.Series{Name: "rx:h3", Unit: "bit/s"}
+	for t := 10 * time.Millisecond; t <= 4*time.Second; t += 10 * time.Millisecond {
+		v := full
+		switch {
+		case t > down && t <= up:
+			v = full * frac
+		case t > up && t <= up+ramp:
+			v = full * (frac + (1-frac)*float64(t-up)/float64(ramp))
+		}
+		s.Points = append(s.Points, series.Point{T: t, V: v})
+	}
+	return s
+}
+
+func f(x float64) *float64 { return &x }
+
+func TestCheck(t *testing.T) {
+	pass := fake{s: map[string]series.Series{"rx:h3": steps(100e6, 0.75, time.Second, 2*time.Second, 200*time.Millisecond)}, cap: 104e6}
+	// The same run with MRC failing to use the remaining planes: 50 %
+	// instead of 75 %, and a slow recovery. These must FAIL.
+	fail := fake{s: map[string]series.Series{"rx:h3": steps(100e6, 0.5, time.Second, 2*time.Second, 900*time.Millisecond)}, cap: 104e6, errs: []string{"flow a: exit status 1"}}
+	w := func(a, b time.Duration) scenario.Window { return scenario.Window{From: a, To: b} }
+	ratio := scenario.Expect{Claim: "3 of 4 planes", Metric: scenario.MetricRatio, Series: "rx:h3", Window: w(1200*time.Millisecond, 1900*time.Millisecond), Baseline: w(200*time.Millisecond, 900*time.Millisecond), Want: f(0.75), Tolerance: f(0.03)}
+	capa := scenario.Expect{Claim: "≥ 96 % of capacity", Metric: scenario.MetricRatio, Series: "rx:h3", Window: w(200*time.Millisecond, 900*time.Millisecond), BaselineCapacity: true, Min: f(0.96)}
+	rec := scenario.Expect{Claim: "recovers in 300 ms", Metric: scenario.MetricRecovery, Series: "rx:h3", Window: w(3*time.Second, 3900*time.Millisecond), At: 2 * time.Second, Level: 0.9, Max: f(300)}
+	dip := scenario.Expect{Claim: "dip", Metric: scenario.MetricDip, Series: "rx:h3", Window: w(time.Second, 2*time.Second), Baseline: w(200*time.Millisecond, 900*time.Millisecond), Min: f(0.7)}
+	tools := scenario.Expect{Claim: "no QP error", Metric: scenario.MetricToolErrors, Max: f(0)}
+	cases := []struct {
+		name     string
+		e        scenario.Expect
+		d        fake
+		measured float64
+		pass     bool
+	}{
+		{"ratio pass", ratio, pass, 0.75, true},
+		{"ratio fail", ratio, fail, 0.5, false},
+		{"capacity pass", capa, pass, 100 / 104.0, true},
+		{"capacity fail", capa, fake{s: pass.s, cap: 110e6}, 100 / 110.0, false},
+		// 90 % of full is reached when the ramp gets to 0.9: 0.6 of 200 ms,
+		// the 3-sample average 10 ms later.
+		{"recovery pass", rec, pass, 130, true},
+		{"recovery fail", rec, fail, 740, false},
+		{"dip pass", dip, pass, 0.75, true},
+		{"dip fail", dip, fail, 0.5, false},
+		{"tools pass", tools, pass, 0, true},
+		{"tools fail", tools, fail, 1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(c.e, c.d)
+			if r.Pass != c.pass || math.Abs(r.Measured-c.measured) > 0.011*max(1, c.measured) {
+				t.Errorf("measured %v pass %v (%s); want %v pass %v", r.Measured, r.Pass, r.Detail, c.measured, c.pass)
+			}
+			if r.Detail == "" {
+				t.Error("no detail")
+			}
+		})
+	}
+}
+
+func TestCheckNotMeasured(t *testing.T) {
+	e := scenario.Expect{Claim: "x", Metric: scenario.MetricRatio, Series: "rx:h9", Window: scenario.Window{To: time.Second}, BaselineCapacity: true, Min: f(0)}
+	r := Check(e, fake{})
+	if r.Pass || !math.IsNaN(r.Measured) || !strings.Contains(r.Detail, "not measured: no series rx:h9") {
+		t.Errorf("%+v", r)
+	}
+	// A series that carried nothing in its baseline cannot pass a ratio.
+	s := series.Series{Unit: "bit/s", Points: []series.Point{{T: time.Second, V: 0}, {T: 2 * time.Second, V: 0}}}
+	e = scenario.Expect{Claim: "x", Metric: scenario.MetricRatio, Series: "s", Window: scenario.Window{From: time.Second, To: 2 * time.Second}, Baseline: scenario.Window{To: time.Second}, Min: f(0)}
+	if r := Check(e, fake{s: map[string]series.Series{"s": s}}); r.Pass {
+		t.Errorf("zero baseline passed: %+v", r)
+	}
+}
