@@ -1,0 +1,515 @@
+// Package lab runs mrc-lab scenarios on the real testbed: it brings the
+// fabric up with every daemon (testbed/run), drives mrc-write-bw in the host
+// namespaces, applies the fault timeline at its times through the testbed's
+// fault API, samples telemetry while it runs, tears everything down (also
+// when ctx ends or anything fails) and computes the verdicts from the
+// sampled series. Writing the outputs is testbed/lab/report's job.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/perf"
+	"github.com/softmrc/softmrc/testbed/lab/figure"
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+	"github.com/softmrc/softmrc/testbed/lab/verdict"
+	"github.com/softmrc/softmrc/testbed/plan"
+	"github.com/softmrc/softmrc/testbed/run"
+)
+
+// Options tune Run.
+type Options struct {
+	// BinDir holds the daemons and mrc-write-bw ("" = $MRC_BIN, then PATH).
+	BinDir string
+	// OutDir receives the raw samples and the tools' output.
+	OutDir string
+	// Progress gets a progress line while the scenario runs (nil: none).
+	Progress io.Writer
+	Log      *slog.Logger
+}
+
+// Applied is a fault of the timeline as it was applied.
+type Applied struct {
+	scenario.Fault
+	// T is when the request returned, relative to the traffic start.
+	T   time.Duration
+	Err error
+}
+
+// FlowResult is what a flow's mrc-write-bw reported.
+type FlowResult struct {
+	Flow scenario.Flow
+	// Average is the client's average goodput in MiB/s (0 if it failed).
+	Average    float64
+	Verified   bool
+	Mismatches uint64
+	Err        error
+}
+
+// Outcome is a finished scenario.
+type Outcome struct {
+	Scenario *scenario.Scenario
+	Plan     *plan.Plan
+	Faults   []Applied
+	Flows    []FlowResult
+	Results  []verdict.Result
+	// Series are the derived series, Figures what to draw.
+	Series  map[string]series.Series
+	Figures []figure.Figure
+	Samples int
+	Took    time.Duration
+	Err     error // the run itself failed (bring-up, sampling, a fault)
+}
+
+// Pass is true when the run completed and every expectation passed.
+func (o *Outcome) Pass() bool {
+	if o.Err != nil || len(o.Results) == 0 {
+		return false
+	}
+	for _, r := range o.Results {
+		if !r.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// data implements verdict.Data.
+type data struct {
+	o   *Outcome
+	cap map[string]float64
+}
+
+func (d data) Series(name string) (series.Series, error) {
+	s, ok := d.o.Series[name]
+	if !ok {
+		return s, fmt.Errorf("series %s was not sampled in this run", name)
+	}
+	return s, nil
+}
+
+func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
+
+func (d data) ToolErrors() []string {
+	var out []string
+	for _, f := range d.o.Flows {
+		switch {
+		case f.Err != nil:
+			out = append(out, fmt.Sprintf("flow %s: %v", f.Flow.Name, f.Err))
+		case f.Mismatches > 0:
+			out = append(out, fmt.Sprintf("flow %s: %d bytes wrong (--verify)", f.Flow.Name, f.Mismatches))
+		case f.Flow.Verify && !f.Verified:
+			out = append(out, fmt.Sprintf("flow %s: --verify did not run", f.Flow.Name))
+		}
+	}
+	return out
+}
+
+func randPrefix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "lb" + hex.EncodeToString(b)
+}
+
+// Run runs one scenario. The testbed is always taken down before Run
+// returns, whatever happened.
+func Run(ctx context.Context, s *scenario.Scenario, o Options) *Outcome {
+	start := time.Now()
+	out := &Outcome{Scenario: s, Series: map[string]series.Series{}}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	out.Err = runScenario(ctx, s, o, out)
+	out.Took = time.Since(start)
+	return out
+}
+
+func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outcome) (err error) {
+	wbw := run.FindBin(o.BinDir, "mrc-write-bw")
+	if wbw == "" {
+		return errors.New("mrc-write-bw not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin")
+	}
+	if run.FindBin(o.BinDir, "mrc-nicd") == "" {
+		return errors.New("mrc-nicd not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin")
+	}
+	tp, err := s.Topology.Resolve()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return err
+	}
+	prefix := randPrefix()
+	dir := filepath.Join(os.TempDir(), "mrc-lab-"+prefix)
+	pl, err := plan.Build(tp, plan.Options{Prefix: prefix, RunDir: dir})
+	if err != nil {
+		return err
+	}
+	out.Plan = pl
+	timeline, err := s.Timeline(pl)
+	if err != nil {
+		return err
+	}
+	progress(o, "[%s] bringing up %s (%d namespaces, prefix %s)", s.Name, tp.Source, len(pl.Namespaces), prefix)
+	defer func() {
+		// Tear down with a fresh context: ctx may be cancelled (Ctrl-C).
+		if _, serr := os.Stat(run.StatePath(dir)); serr == nil {
+			if derr := run.Down(dir, o.Log); derr != nil {
+				err = errors.Join(err, fmt.Errorf("tear down %s: %w (run `mrc-testbed down --dir %s`)", dir, derr, dir))
+			}
+		}
+	}()
+	if _, err := run.Up(ctx, pl, run.Options{BinDir: o.BinDir, Log: o.Log}); err != nil {
+		return fmt.Errorf("bring up the testbed: %w", err)
+	}
+
+	// Series: what the expectations and the figures need.
+	specs, err := seriesSpecs(s, pl)
+	if err != nil {
+		return err
+	}
+	var sws []*plan.Switch
+	for _, sp := range specs {
+		for _, k := range sp.ports {
+			if !slices.Contains(sws, k.sw) {
+				sws = append(sws, k.sw)
+			}
+		}
+	}
+	raw, err := os.Create(filepath.Join(o.OutDir, "samples.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	jl := series.NewJSONL(raw)
+	var counters series.Counters
+	var mu sync.Mutex
+	last := map[string]float64{}
+	sctx, stopSampling := context.WithCancel(context.Background())
+	defer stopSampling()
+	samplerDone := make(chan error, 1)
+	sampler := SwitchPoller{Switches: sws, Interval: s.Interval}
+	go func() {
+		samplerDone <- sampler.Run(sctx, func(smp series.Sample) {
+			mu.Lock()
+			defer mu.Unlock()
+			counters.Add(smp)
+			_ = jl.Write(smp)
+			out.Samples++
+			last[smp.ID] = smp.Values["tx_bytes"]
+		})
+	}()
+
+	// Traffic: servers first (each on its own out-of-band port), then the
+	// clients at their start times. t0 is the traffic start.
+	end := s.End()
+	tctx, cancelTraffic := context.WithTimeout(ctx, end+60*time.Second)
+	defer cancelTraffic()
+	out.Flows = make([]FlowResult, len(s.Traffic))
+	var wg sync.WaitGroup
+	for i, f := range s.Traffic {
+		out.Flows[i].Flow = f
+		port := strconv.Itoa(perf.DefaultPort + 1 + i)
+		srv, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".server.txt"))
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		dst := pl.Host(f.To)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run.Exec(tctx, dir, dst.Name, []string{wbw, "-d", run.NICSocket(dst), "-p", port}, nil, srv, srv); err != nil && out.Flows[i].Err == nil {
+				out.Flows[i].Err = fmt.Errorf("server on %s: %w (see %s)", dst.Name, err, srv.Name())
+			}
+		}()
+	}
+	t0 := Monotonic()
+	rel := func() time.Duration { return time.Duration(Monotonic() - t0) }
+	for i, f := range s.Traffic {
+		src, dst := pl.Host(f.From), pl.Host(f.To)
+		args := []string{wbw, "-d", run.NICSocket(src), "-p", strconv.Itoa(perf.DefaultPort + 1 + i), "-s", strconv.Itoa(f.Size),
+			"-q", strconv.Itoa(f.QPs), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json"}
+		if f.Verify {
+			args = append(args, "--verify")
+		}
+		args = append(args, dst.MgmtAddr.Addr().String())
+		cli, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".client.json"))
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		cliErr, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".client.txt"))
+		if err != nil {
+			return err
+		}
+		defer cliErr.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !sleepUntil(tctx, t0, f.Start) {
+				return
+			}
+			err := run.Exec(tctx, dir, src.Name, args, nil, cli, cliErr)
+			r := &out.Flows[i]
+			if err != nil {
+				r.Err = fmt.Errorf("client on %s: %w (see %s)", src.Name, err, cliErr.Name())
+				return
+			}
+			r.Average, r.Verified, r.Mismatches, r.Err = readBW(cli.Name())
+		}()
+	}
+
+	// The fault timeline.
+	faultsDone := make(chan struct{})
+	go func() {
+		defer close(faultsDone)
+		for _, f := range timeline {
+			if !sleepUntil(tctx, t0, f.At) {
+				return
+			}
+			ferr := run.Fault(tctx, dir, f.Target, f.Op, run.Options{BinDir: o.BinDir, Log: o.Log})
+			mu.Lock()
+			out.Faults = append(out.Faults, Applied{Fault: f, T: rel(), Err: ferr})
+			mu.Unlock()
+			if ferr != nil {
+				o.Log.Error("fault failed", "target", f.Target, "op", f.Op, "err", ferr)
+			}
+		}
+	}()
+
+	// Progress while the traffic runs.
+	flowsDone := make(chan struct{})
+	go func() { wg.Wait(); close(flowsDone) }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	prev, prevT := map[string]float64{}, Monotonic()
+wait:
+	for {
+		select {
+		case <-flowsDone:
+			break wait
+		case <-ctx.Done():
+			cancelTraffic()
+			<-flowsDone
+			return fmt.Errorf("interrupted at %v: %w", rel().Round(time.Millisecond), ctx.Err())
+		case <-tick.C:
+			mu.Lock()
+			now := Monotonic()
+			var parts []string
+			for _, sp := range specs {
+				if !sp.rx || sp.plane >= 0 {
+					continue
+				}
+				var sum float64
+				for _, k := range sp.ports {
+					id := k.sw.Name + ":" + k.port
+					sum += last[id] - prev[id]
+				}
+				parts = append(parts, fmt.Sprintf("%s %.1f Mbit/s", sp.name, sum*8/(float64(now-prevT)/1e9)/1e6))
+			}
+			for k, v := range last {
+				prev[k] = v
+			}
+			prevT = now
+			nf := len(out.Faults)
+			mu.Unlock()
+			progress(o, "[%s] t=%.1fs/%v  %s  faults %d/%d  samples %d", s.Name, rel().Seconds(), end, strings.Join(parts, "  "), nf, len(timeline), out.Samples)
+		}
+	}
+	cancelTraffic()
+	<-faultsDone
+	// One more sampling interval so the last window is covered.
+	time.Sleep(2 * s.Interval)
+	stopSampling()
+	if err := <-samplerDone; err != nil {
+		return fmt.Errorf("sampling: %w", err)
+	}
+	for _, f := range out.Faults {
+		if f.Err != nil {
+			return fmt.Errorf("fault %s %s at %v: %w", f.Target, f.Op, f.At, f.Err)
+		}
+	}
+	if len(out.Faults) < len(timeline) {
+		return fmt.Errorf("only %d of %d faults applied before the traffic ended", len(out.Faults), len(timeline))
+	}
+
+	// Series, figures, verdicts.
+	caps := map[string]float64{}
+	for _, sp := range specs {
+		var keys []string
+		for _, k := range sp.ports {
+			keys = append(keys, series.Key(k.sw.Name+":"+k.port, "tx_bytes"))
+		}
+		ser, err := counters.Rate(sp.name, "bit/s", keys, t0, t0+int64(end), s.Interval, 8)
+		if err != nil {
+			return err
+		}
+		out.Series[sp.name] = ser
+		caps[sp.name] = sp.capacity
+	}
+	var marks []figure.Mark
+	for _, f := range out.Faults {
+		marks = append(marks, figure.Mark{T: f.T, Label: f.Target + " " + f.Op.String()})
+	}
+	for _, sp := range specs {
+		if !sp.rx || sp.plane >= 0 {
+			continue
+		}
+		fig := figure.Figure{Title: fmt.Sprintf("%s: bandwidth arriving at %s (switch egress, %v samples)", s.Name, sp.host, s.Interval), Marks: marks}
+		fig.Series = append(fig.Series, out.Series[sp.name])
+		for p := 0; p < pl.Planes; p++ {
+			fig.Series = append(fig.Series, out.Series[fmt.Sprintf("%s:p%d", sp.name, p)])
+		}
+		out.Figures = append(out.Figures, fig)
+	}
+	out.Results = verdict.CheckAll(s, data{o: out, cap: caps})
+	return nil
+}
+
+// sleepUntil waits until t0+at; false if ctx ended first.
+func sleepUntil(ctx context.Context, t0 int64, at time.Duration) bool {
+	d := time.Duration(t0+int64(at)-Monotonic())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func readBW(path string) (avg float64, verified bool, mismatches uint64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	var doc struct {
+		Results []perf.BWResult `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) == 0 {
+		return 0, false, 0, fmt.Errorf("mrc-write-bw --json output %s unreadable: %v", path, err)
+	}
+	r := doc.Results[len(doc.Results)-1]
+	return r.Average, r.Verified, r.Mismatches, nil
+}
+
+type portRef struct {
+	sw   *plan.Switch
+	port string
+}
+
+type seriesSpec struct {
+	name     string
+	rx       bool
+	host     string
+	plane    int // -1: every plane
+	ports    []portRef
+	capacity float64 // bit/s, 0 = unmodelled
+}
+
+// seriesSpecs lists the series of a run: rx:H and rx:H:pP for every flow
+// destination, plus every series an expectation names.
+func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
+	var names []string
+	for _, f := range s.Traffic {
+		if !slices.Contains(names, "rx:"+f.To) {
+			names = append(names, "rx:"+f.To)
+			for p := 0; p < pl.Planes; p++ {
+				names = append(names, fmt.Sprintf("rx:%s:p%d", f.To, p))
+			}
+		}
+	}
+	for _, e := range s.Expect {
+		if e.Series != "" && !slices.Contains(names, e.Series) {
+			names = append(names, e.Series)
+		}
+	}
+	var out []seriesSpec
+	for _, n := range names {
+		sp, err := specFor(pl, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+// downlink is the T0 port facing host h in plane p.
+func downlink(pl *plan.Plan, h string, p int) (portRef, *plan.Port, error) {
+	peer := fmt.Sprintf("%s:p%d", h, p)
+	for i := range pl.Switches {
+		sw := &pl.Switches[i]
+		if sw.Role != plan.KindT0 || sw.Plane != p {
+			continue
+		}
+		for j := range sw.Ports {
+			if sw.Ports[j].Peer == peer {
+				return portRef{sw, sw.Ports[j].Ifname}, &sw.Ports[j], nil
+			}
+		}
+	}
+	return portRef{}, nil, fmt.Errorf("no T0 port faces %s", peer)
+}
+
+func specFor(pl *plan.Plan, name string) (seriesSpec, error) {
+	if err := scenario.CheckSeries(pl, name); err != nil {
+		return seriesSpec{}, err
+	}
+	parts := strings.Split(name, ":")
+	sp := seriesSpec{name: name, plane: -1}
+	switch parts[0] {
+	case "rx":
+		sp.rx, sp.host = true, parts[1]
+		planes := make([]int, 0, pl.Planes)
+		if len(parts) == 3 {
+			p, _ := strconv.Atoi(strings.TrimPrefix(parts[2], "p"))
+			sp.plane = p
+			planes = append(planes, p)
+		} else {
+			for p := 0; p < pl.Planes; p++ {
+				planes = append(planes, p)
+			}
+		}
+		for _, p := range planes {
+			ref, port, err := downlink(pl, sp.host, p)
+			if err != nil {
+				return sp, err
+			}
+			sp.ports = append(sp.ports, ref)
+			sp.capacity += float64(port.Model.CapacityBps)
+		}
+	case "tx":
+		sw := pl.Switch(parts[1])
+		port := sw.Port(parts[2])
+		sp.ports = []portRef{{sw, port.Ifname}}
+		sp.capacity = float64(port.Model.CapacityBps)
+	}
+	return sp, nil
+}
+
+func progress(o Options, format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
