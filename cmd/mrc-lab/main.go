@@ -218,4 +218,3 @@ func rebase(md, dir string) string {
 	md = strings.ReplaceAll(md, "](fig-", "]("+dir+"/fig-")
 	return md
 }
-

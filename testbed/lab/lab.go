@@ -8,6 +8,7 @@ package lab
 
 import (
 	"context"
+	"math"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -200,6 +201,9 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	var counters series.Counters
 	var mu sync.Mutex
 	last := map[string]float64{}
+	lastT := map[string]int64{}
+	var coverAt int64 = math.MaxInt64 // set when the traffic is over
+	covered := make(chan struct{})
 	sctx, stopSampling := context.WithCancel(context.Background())
 	defer stopSampling()
 	samplerDone := make(chan error, 1)
@@ -212,6 +216,16 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			_ = jl.Write(smp)
 			out.Samples++
 			last[smp.ID] = smp.Values["tx_bytes"]
+			lastT[smp.ID] = smp.T
+			if smp.T >= coverAt && coverAt > 0 {
+				for _, t := range lastT {
+					if t < coverAt {
+						return
+					}
+				}
+				coverAt = 0
+				close(covered)
+			}
 		})
 	}()
 
@@ -221,6 +235,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	tctx, cancelTraffic := context.WithTimeout(ctx, end+60*time.Second)
 	defer cancelTraffic()
 	out.Flows = make([]FlowResult, len(s.Traffic))
+	srvErrs := make([]error, len(s.Traffic))
 	var wg sync.WaitGroup
 	for i, f := range s.Traffic {
 		out.Flows[i].Flow = f
@@ -234,8 +249,8 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := run.Exec(tctx, dir, dst.Name, []string{wbw, "-d", run.NICSocket(dst), "-p", port}, nil, srv, srv); err != nil && out.Flows[i].Err == nil {
-				out.Flows[i].Err = fmt.Errorf("server on %s: %w (see %s)", dst.Name, err, srv.Name())
+			if err := run.Exec(tctx, dir, dst.Name, []string{wbw, "-d", run.NICSocket(dst), "-p", port}, nil, srv, srv); err != nil {
+				srvErrs[i] = fmt.Errorf("server on %s: %w (see %s)", dst.Name, err, srv.Name())
 			}
 		}()
 	}
@@ -327,15 +342,28 @@ wait:
 				prev[k] = v
 			}
 			prevT = now
-			nf := len(out.Faults)
+			nf, ns := len(out.Faults), out.Samples
 			mu.Unlock()
-			progress(o, "[%s] t=%.1fs/%v  %s  faults %d/%d  samples %d", s.Name, rel().Seconds(), end, strings.Join(parts, "  "), nf, len(timeline), out.Samples)
+			progress(o, "[%s] t=%.1fs/%v  %s  faults %d/%d  samples %d", s.Name, rel().Seconds(), end, strings.Join(parts, "  "), nf, len(timeline), ns)
 		}
 	}
 	cancelTraffic()
 	<-faultsDone
-	// One more sampling interval so the last window is covered.
-	time.Sleep(2 * s.Interval)
+	for i, e := range srvErrs {
+		if out.Flows[i].Err == nil {
+			out.Flows[i].Err = e
+		}
+	}
+	// Sample until every sampled object has a sample past the end, so
+	// that the last step of every series is covered.
+	mu.Lock()
+	coverAt = t0 + int64(end) + int64(s.Interval)
+	mu.Unlock()
+	select {
+	case <-covered:
+	case <-time.After(2 * time.Second):
+		return errors.New("sampling stalled: no sample after the end of the traffic within 2 s")
+	}
 	stopSampling()
 	if err := <-samplerDone; err != nil {
 		return fmt.Errorf("sampling: %w", err)
@@ -384,7 +412,7 @@ wait:
 
 // sleepUntil waits until t0+at; false if ctx ended first.
 func sleepUntil(ctx context.Context, t0 int64, at time.Duration) bool {
-	d := time.Duration(t0+int64(at)-Monotonic())
+	d := time.Duration(t0 + int64(at) - Monotonic())
 	if d <= 0 {
 		return ctx.Err() == nil
 	}

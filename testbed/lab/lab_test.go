@@ -2,6 +2,8 @@ package lab_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -45,8 +47,8 @@ func bins(t *testing.T) string {
 	return dir
 }
 
-// short is a 3-second scenario on clos-2p with a fault timeline: the
-// sender's plane-1 link goes down at 1.2 s and up at 2.2 s. Host links are
+// short is a 4-second scenario on clos-2p with a fault timeline: the
+// sender's plane-1 link goes down at 2 s and up at 3 s. Host links are
 // modelled at 25 Mbit/s per plane, far below what the NICs carry, so the
 // rate is the port models'. One expectation is true (half the rate with a
 // plane of two down), one is false on purpose (the full rate with a plane
@@ -58,15 +60,15 @@ topology:
   links:
     host: {capacity: 25Mbit, buffer: 64KiB, trim_threshold: 32KiB}
 traffic:
-  - {name: a, from: h0, to: h3, qps: 2, size: 32KiB, duration: 3s, verify: true}
+  - {name: a, from: h0, to: h3, qps: 2, size: 32KiB, duration: 4s, verify: true}
 faults:
-  - {at: 1.2s, target: h0--p1-t0-0, op: down}
-  - {at: 2.2s, target: h0--p1-t0-0, op: up}
+  - {at: 2s, target: h0--p1-t0-0, op: down}
+  - {at: 3s, target: h0--p1-t0-0, op: up}
 sampling: {interval: 10ms}
 expect:
-  - {claim: "one plane of two: half", metric: ratio, series: "rx:h3", window: 1.5s..2.1s, baseline: 0.5s..1.1s, want: 0.5, tolerance: 0.1}
-  - {claim: "must fail: full rate with a plane down", metric: ratio, series: "rx:h3", window: 1.5s..2.1s, baseline: 0.5s..1.1s, want: 1.0, tolerance: 0.1}
-  - {claim: "plane 1 carries nothing while down", metric: ratio, series: "rx:h3:p1", window: 1.4s..2.1s, baseline: 0.5s..1.1s, max: 0.05}
+  - {claim: "one plane of two: half", metric: ratio, series: "rx:h3", window: 2.3s..2.9s, baseline: 1s..1.9s, want: 0.5, tolerance: 0.1}
+  - {claim: "must fail: full rate with a plane down", metric: ratio, series: "rx:h3", window: 2.3s..2.9s, baseline: 1s..1.9s, want: 1.0, tolerance: 0.1}
+  - {claim: "plane 1 carries nothing while down", metric: ratio, series: "rx:h3:p1", window: 2.2s..2.9s, baseline: 1s..1.9s, max: 0.05}
   - {claim: "no QP error", metric: tool_errors, max: 0}
 `
 
@@ -89,7 +91,7 @@ func TestRunEndToEnd(t *testing.T) {
 	defer cancel()
 	out := t.TempDir()
 	var prog strings.Builder
-	o := lab.Run(ctx, s, lab.Options{BinDir: bin, OutDir: out, Progress: &prog})
+	o := lab.Run(ctx, s, lab.Options{BinDir: bin, OutDir: out, Progress: &prog, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if o.Err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", o.Err, prog.String())
 	}
@@ -109,7 +111,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	// The verdicts are the series': recompute the first one here.
 	rx := o.Series["rx:h3"]
-	want := rx.Mean(1500*time.Millisecond, 2100*time.Millisecond) / rx.Mean(500*time.Millisecond, 1100*time.Millisecond)
+	want := rx.Mean(2300*time.Millisecond, 2900*time.Millisecond) / rx.Mean(time.Second, 1900*time.Millisecond)
 	if math.Abs(o.Results[0].Measured-want) > 1e-9 {
 		t.Errorf("verdict measured %v, the series give %v", o.Results[0].Measured, want)
 	}

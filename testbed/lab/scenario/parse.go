@@ -431,7 +431,9 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 	if err != nil {
 		return e, err
 	}
-	miss := func(f, allowed string) error { return p.err(n, field+"."+f, allowed, "missing for metric %s", e.Metric) }
+	miss := func(f, allowed string) error {
+		return p.err(n, field+"."+f, allowed, "missing for metric %s", e.Metric)
+	}
 	switch {
 	case e.Claim == "":
 		return e, p.err(n, field+".claim", "the sentence the expectation checks", "missing")
