@@ -41,7 +41,7 @@ var (
 	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify"}
 	faultFields  = []string{"at", "target", "op"}
 	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
-	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max"}
+	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat"}
 	// Tools are the traffic generators a flow may name.
 	Tools = []string{"mrc-write-bw"}
 	// TargetClasses are what random_faults.targets may name besides
@@ -417,6 +417,10 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 			e.At, err = p.dur(v, path, 0, 10*time.Minute)
 		case "level":
 			e.Level, err = p.float(v, path, 0.01, 1)
+		case "stat":
+			var st string
+			st, err = p.enum(v, path, "mean", "median")
+			e.Median = st == "median"
 		case "want":
 			e.Want, err = p.num(v, path)
 		case "tolerance":

@@ -121,6 +121,9 @@ type Expect struct {
 	// of the settled level that counts as recovered.
 	At    time.Duration
 	Level float64
+	// Median makes ratio use the median of the window's samples (and of the
+	// baseline's) instead of their mean.
+	Median bool
 	// Want ± Tolerance, or Min / Max bounds (nil when not set).
 	Want, Tolerance *float64
 	Min, Max        *float64

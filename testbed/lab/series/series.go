@@ -129,6 +129,23 @@ func (s Series) Mean(from, to time.Duration) float64 {
 	return sum / float64(len(w))
 }
 
+// Median is the median value over (from, to]; NaN when empty.
+func (s Series) Median(from, to time.Duration) float64 {
+	w := s.Window(from, to)
+	if len(w) == 0 {
+		return math.NaN()
+	}
+	v := make([]float64, len(w))
+	for i, p := range w {
+		v[i] = p.V
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
 // Smooth is the trailing moving average over n points.
 func (s Series) Smooth(n int) Series {
 	out := Series{Name: s.Name, Unit: s.Unit, Points: make([]Point, len(s.Points))}

@@ -60,6 +60,12 @@ func TestStats(t *testing.T) {
 	if !math.IsNaN(s.Mean(20*time.Second, 30*time.Second)) {
 		t.Error("empty window is not NaN")
 	}
+	if m := s.Median(0, 7*time.Second); m != 10 {
+		t.Errorf("median %v", m)
+	}
+	if m := s.Median(5*time.Second, 9*time.Second); m != 7.5 {
+		t.Errorf("median %v", m)
+	}
 	if m := s.Min(0, 10*time.Second); m != 6 {
 		t.Errorf("min %v", m)
 	}

@@ -111,11 +111,14 @@ func reference(e scenario.Expect, s series.Series, d Data) (float64, string, err
 		}
 		return c, fmt.Sprintf("emulated capacity %s", human(c, s.Unit)), nil
 	}
-	b := s.Mean(e.Baseline.From, e.Baseline.To)
+	b, stat := s.Mean(e.Baseline.From, e.Baseline.To), "mean"
+	if e.Median {
+		b, stat = s.Median(e.Baseline.From, e.Baseline.To), "median"
+	}
 	if math.IsNaN(b) || b <= 0 {
 		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %v", e.Series, e.Baseline)
 	}
-	return b, fmt.Sprintf("baseline %s (mean over %v)", human(b, s.Unit), e.Baseline), nil
+	return b, fmt.Sprintf("baseline %s (%s over %v)", human(b, s.Unit), stat, e.Baseline), nil
 }
 
 func ratio(e scenario.Expect, d Data, r *Result) error {
@@ -132,6 +135,9 @@ func ratio(e scenario.Expect, d Data, r *Result) error {
 	if e.Metric == scenario.MetricDip {
 		m = s.Smooth(Smoothing).Min(e.Window.From, e.Window.To)
 		what = fmt.Sprintf("lowest %d-sample average", Smoothing)
+	} else if e.Median {
+		m = s.Median(e.Window.From, e.Window.To)
+		what = fmt.Sprintf("median (mean %s)", human(s.Mean(e.Window.From, e.Window.To), s.Unit))
 	} else {
 		m = s.Mean(e.Window.From, e.Window.To)
 		what = "mean"

@@ -56,6 +56,15 @@ func TestCheck(t *testing.T) {
 	capa := scenario.Expect{Claim: "≥ 96 % of capacity", Metric: scenario.MetricRatio, Series: "rx:h3", Window: w(200*time.Millisecond, 900*time.Millisecond), BaselineCapacity: true, Min: f(0.96)}
 	rec := scenario.Expect{Claim: "recovers in 300 ms", Metric: scenario.MetricRecovery, Series: "rx:h3", Window: w(3*time.Second, 3900*time.Millisecond), At: 2 * time.Second, Level: 0.9, Max: f(300)}
 	dip := scenario.Expect{Claim: "dip", Metric: scenario.MetricDip, Series: "rx:h3", Window: w(time.Second, 2*time.Second), Baseline: w(200*time.Millisecond, 900*time.Millisecond), Min: f(0.7)}
+	med := ratio
+	med.Median = true
+	// One 100 ms stall (the NIC not scheduled) inside the 700 ms window.
+	stall := fake{s: map[string]series.Series{"rx:h3": steps(100e6, 0.75, time.Second, 2*time.Second, 0)}}
+	for i, p := range stall.s["rx:h3"].Points {
+		if p.T > 1500*time.Millisecond && p.T <= 1600*time.Millisecond {
+			stall.s["rx:h3"].Points[i].V = 0
+		}
+	}
 	tools := scenario.Expect{Claim: "no QP error", Metric: scenario.MetricToolErrors, Max: f(0)}
 	cases := []struct {
 		name     string
@@ -74,6 +83,8 @@ func TestCheck(t *testing.T) {
 		{"recovery fail", rec, fail, 740, false},
 		{"dip pass", dip, pass, 0.75, true},
 		{"dip fail", dip, fail, 0.5, false},
+		{"median ignores a stall", med, stall, 0.75, true},
+		{"mean counts the stall", ratio, stall, 0.75 * 6 / 7, false},
 		{"tools pass", tools, pass, 0, true},
 		{"tools fail", tools, fail, 1, false},
 	}
