@@ -8,7 +8,7 @@ CLANG_VERSION := 14.0.6
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
-.PHONY: all build test test-short generate check-generate bench lint demo clean help
+.PHONY: all build test test-short generate check-generate bench lint demo reproduce clean help
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make build    - build every binary into $(BIN)/"
 	@echo "make test     - run all tests with the race detector (root: netns and XDP tests run)"
 	@echo "make demo     - bring up the clos-2p testbed, run mrc-write-bw across it, tear down"
+	@echo "make reproduce - run every mrc-lab scenario (testbed/scenarios) RUNS times; report in docs/results/"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
 	@echo "make lint     - gofmt, go vet, staticcheck"
@@ -50,6 +51,16 @@ lint:
 	$(GO) vet $(PKGS)
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	PATH=$$PATH:$$($(GO) env GOPATH)/bin staticcheck $(PKGS)
+
+# Every shipped scenario on the real testbed, RUNS times in a row; the
+# combined report and the figures go to docs/results/ (docs/lab.md).
+RUNS ?= 3
+reproduce: build
+	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+	rm -rf docs/results.new
+	$(BIN)/mrc-lab run --bin $(BIN) --times $(RUNS) --out docs/results.new all; status=$$?; \
+	  find docs/results.new -name samples.jsonl -delete; \
+	  rm -rf docs/results && mv docs/results.new docs/results; exit $$status
 
 demo: build
 	@test -x testbed/demo.sh || { echo "make demo: the end-to-end demo is not built yet (needs mrc-nicd and mrc-write-bw; see README 'Status')"; exit 1; }

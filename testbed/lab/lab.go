@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,6 +203,34 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	var mu sync.Mutex
 	last := map[string]float64{}
 	lastT := map[string]int64{}
+	// The traffic's time zero is when data flows at every destination of
+	// the flows that start at once (mrc-write-bw's -D counts from the end
+	// of its handshake, which takes from 0.1 s to seconds on a loaded
+	// machine): the first sample by which each of them received
+	// StartBytes since the clients were launched.
+	var t0 int64
+	zero := make(chan struct{})
+	var startBase map[string]float64 // nil until the clients are launched
+	var waitFor []seriesSpec
+	for _, sp := range specs {
+		if !sp.rx || sp.plane >= 0 {
+			continue
+		}
+		for _, f := range s.Traffic {
+			if f.Start == 0 && "rx:"+f.To == sp.name {
+				waitFor = append(waitFor, sp)
+				break
+			}
+		}
+	}
+	moved := func(sp seriesSpec) float64 {
+		var d float64
+		for _, k := range sp.ports {
+			id := k.sw.Name + ":" + k.port
+			d += last[id] - startBase[id]
+		}
+		return d
+	}
 	var coverAt int64 = math.MaxInt64 // set when the traffic is over
 	covered := make(chan struct{})
 	sctx, stopSampling := context.WithCancel(context.Background())
@@ -217,6 +246,16 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			out.Samples++
 			last[smp.ID] = smp.Values["tx_bytes"]
 			lastT[smp.ID] = smp.T
+			if startBase != nil && t0 == 0 {
+				flowing := true
+				for _, sp := range waitFor {
+					flowing = flowing && moved(sp) >= StartBytes
+				}
+				if flowing {
+					t0 = smp.T
+					close(zero)
+				}
+			}
 			if smp.T >= coverAt && coverAt > 0 {
 				for _, t := range lastT {
 					if t < coverAt {
@@ -254,7 +293,14 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			}
 		}()
 	}
-	t0 := Monotonic()
+	mu.Lock()
+	startBase = maps.Clone(last)
+	launched := Monotonic()
+	if len(waitFor) == 0 {
+		t0 = launched
+		close(zero)
+	}
+	mu.Unlock()
 	rel := func() time.Duration { return time.Duration(Monotonic() - t0) }
 	for i, f := range s.Traffic {
 		src, dst := pl.Host(f.From), pl.Host(f.To)
@@ -277,8 +323,15 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !sleepUntil(tctx, t0, f.Start) {
-				return
+			if f.Start > 0 {
+				select {
+				case <-zero:
+				case <-tctx.Done():
+					return
+				}
+				if !sleepUntil(tctx, t0, f.Start) {
+					return
+				}
 			}
 			err := run.Exec(tctx, dir, src.Name, args, nil, cli, cliErr)
 			r := &out.Flows[i]
@@ -288,6 +341,20 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			}
 			r.Average, r.Verified, r.Mismatches, r.Err = readBW(cli.Name())
 		}()
+	}
+
+	progress(o, "[%s] clients started; waiting for data to arrive at %d destination(s)", s.Name, len(waitFor))
+	select {
+	case <-zero:
+		progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+	case <-time.After(StartTimeout):
+		cancelTraffic()
+		<-flowsDoneAfter(&wg)
+		return fmt.Errorf("no data arrived within %v of starting the clients (see the flow-*.txt files in %s)", StartTimeout, o.OutDir)
+	case <-ctx.Done():
+		cancelTraffic()
+		<-flowsDoneAfter(&wg)
+		return fmt.Errorf("interrupted while the traffic started: %w", ctx.Err())
 	}
 
 	// The fault timeline.
@@ -408,6 +475,19 @@ wait:
 	}
 	out.Results = verdict.CheckAll(s, data{o: out, cap: caps})
 	return nil
+}
+
+// StartBytes is how much must have arrived at a destination for its flow
+// to count as started; StartTimeout bounds the wait.
+const (
+	StartBytes   = 64 << 10
+	StartTimeout = 30 * time.Second
+)
+
+func flowsDoneAfter(wg *sync.WaitGroup) chan struct{} {
+	c := make(chan struct{})
+	go func() { wg.Wait(); close(c) }()
+	return c
 }
 
 // sleepUntil waits until t0+at; false if ctx ended first.
