@@ -110,6 +110,10 @@ func (s *controlServer) handle(c net.Conn) {
 			return
 		}
 		req, resp := s.d.handleLine(line)
+		if req.Cmd == ctl.CmdWatch {
+			s.watch(c, r, req) // the connection is a telemetry stream from now on
+			return
+		}
 		b, _ := json.Marshal(resp)
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, werr := c.Write(append(b, '\n'))
@@ -160,13 +164,15 @@ func (d *Daemon) do(req ctl.Request) ctl.Response {
 			return fail(err)
 		}
 		return ctl.Response{OK: true}
+	case ctl.CmdWatch:
+		return ctl.Response{OK: true} // answered by the connection's handler (telemetry.go)
 	case ctl.CmdDetach:
 		if err := d.detach(); err != nil {
 			return fail(err)
 		}
 		return ctl.Response{OK: true}
 	}
-	return fail(fmt.Errorf("unknown command %q: want %s, %s, %s, %s or %s", req.Cmd, ctl.CmdReady, ctl.CmdStats, ctl.CmdRoutes, ctl.CmdFault, ctl.CmdDetach))
+	return fail(fmt.Errorf("unknown command %q: want %s, %s, %s, %s, %s or %s", req.Cmd, ctl.CmdReady, ctl.CmdStats, ctl.CmdRoutes, ctl.CmdFault, ctl.CmdWatch, ctl.CmdDetach))
 }
 
 func ctlCounters(c dataplane.PortCounters) ctl.Counters {
