@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/telemetry"
 	"github.com/softmrc/softmrc/nic/perf"
 	"github.com/softmrc/softmrc/testbed/lab/figure"
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
@@ -185,12 +186,15 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	if err != nil {
 		return err
 	}
-	var sws []*plan.Switch
+	sockets := map[string]string{}
 	for _, sp := range specs {
 		for _, k := range sp.ports {
-			if !slices.Contains(sws, k.sw) {
-				sws = append(sws, k.sw)
-			}
+			sockets[k.sw.Name] = k.sw.CtlSock
+		}
+	}
+	for _, f := range s.Traffic {
+		for _, h := range []string{f.From, f.To} {
+			sockets[h] = run.NICSocket(pl.Host(h))
 		}
 	}
 	raw, err := os.Create(filepath.Join(o.OutDir, "samples.jsonl"))
@@ -236,7 +240,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	sctx, stopSampling := context.WithCancel(context.Background())
 	defer stopSampling()
 	samplerDone := make(chan error, 1)
-	sampler := SwitchPoller{Switches: sws, Interval: s.Interval}
+	sampler := Telemetry{Sockets: sockets, Interval: s.Interval}
 	go func() {
 		samplerDone <- sampler.Run(sctx, func(smp series.Sample) {
 			mu.Lock()
@@ -244,8 +248,12 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			counters.Add(smp)
 			_ = jl.Write(smp)
 			out.Samples++
-			last[smp.ID] = smp.Values["tx_bytes"]
-			lastT[smp.ID] = smp.T
+			if smp.Kind != telemetry.KindSwitchPort {
+				return
+			}
+			id := smp.Source + ":" + smp.ID
+			last[id] = smp.Values[telemetry.KeyTxBytes]
+			lastT[id] = smp.T
 			if startBase != nil && t0 == 0 {
 				flowing := true
 				for _, sp := range waitFor {
@@ -449,7 +457,7 @@ wait:
 	for _, sp := range specs {
 		var keys []string
 		for _, k := range sp.ports {
-			keys = append(keys, series.Key(k.sw.Name+":"+k.port, "tx_bytes"))
+			keys = append(keys, series.Key(k.sw.Name, k.port, telemetry.KeyTxBytes))
 		}
 		ser, err := counters.Rate(sp.name, "bit/s", keys, t0, t0+int64(end), s.Interval, 8)
 		if err != nil {

@@ -5,24 +5,19 @@
 package series
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"sort"
 	"time"
+
+	"github.com/softmrc/softmrc/internal/telemetry"
 )
 
-// Sample is one telemetry record: the counters of one object (a QP, a NIC
-// port, a switch port) at one instant. Counters are cumulative. The shape is
-// internal/telemetry's.
-type Sample struct {
-	T      int64              `json:"t"` // CLOCK_MONOTONIC ns
-	Source string             `json:"source"`
-	Kind   string             `json:"kind"` // qp | nicport | swport
-	ID     string             `json:"id"`
-	Values map[string]float64 `json:"values"`
-}
+// Sample is one telemetry record (internal/telemetry): the counters of
+// one object (a QP, a NIC port, a switch port) of one source at one instant
+// of CLOCK_MONOTONIC. Counters are cumulative.
+type Sample = telemetry.Sample
 
 // Point is one value of a series at a time relative to the run's zero.
 type Point struct {
@@ -47,8 +42,9 @@ type obs struct {
 	v float64
 }
 
-// Key names one counter of one object, e.g. "p0-t0-1:d1/tx_bytes".
-func Key(id, value string) string { return id + "/" + value }
+// Key names one counter of one object of a source, e.g.
+// Key("p0-t0-1", "d1", "tx_bytes") = "p0-t0-1:d1/tx_bytes".
+func Key(source, id, value string) string { return source + ":" + id + "/" + value }
 
 // Add records a sample. Samples of one object must arrive in time order.
 func (c *Counters) Add(s Sample) {
@@ -56,7 +52,7 @@ func (c *Counters) Add(s Sample) {
 		c.m = map[string][]obs{}
 	}
 	for k, v := range s.Values {
-		key := Key(s.ID, k)
+		key := Key(s.Source, s.ID, k)
 		c.m[key] = append(c.m[key], obs{s.T, v})
 	}
 }
@@ -209,13 +205,14 @@ func WriteCSV(w io.Writer, ss []Series) error {
 	return nil
 }
 
-// JSONL writes samples one per line (the raw telemetry of a run).
+// JSONL writes samples one per line (the raw telemetry of a run), in
+// internal/telemetry's encoding.
 type JSONL struct {
-	enc *json.Encoder
+	enc *telemetry.Encoder
 }
 
 // NewJSONL writes to w.
-func NewJSONL(w io.Writer) *JSONL { return &JSONL{enc: json.NewEncoder(w)} }
+func NewJSONL(w io.Writer) *JSONL { return &JSONL{enc: telemetry.NewEncoder(w)} }
 
 // Write appends one sample.
-func (j *JSONL) Write(s Sample) error { return j.enc.Encode(s) }
+func (j *JSONL) Write(s Sample) error { return j.enc.Encode(&s) }

@@ -12,16 +12,16 @@ func TestRate(t *testing.T) {
 	// 1000 bytes per ms on a, sampled every 3 ms with jitter; b sampled
 	// every 2 ms at 500 bytes/ms and restarts (counter back to 0) at 10 ms.
 	for _, tt := range []int64{0, 3, 6, 10, 13, 16, 19, 22} {
-		c.Add(Sample{T: tt * 1e6, ID: "a", Values: map[string]float64{"tx": float64(tt) * 1000}})
+		c.Add(Sample{T: tt * 1e6, Source: "s", ID: "a", Values: map[string]float64{"tx": float64(tt) * 1000}})
 	}
 	for tt := int64(0); tt <= 22; tt += 2 {
 		v := float64(tt) * 500
 		if tt >= 10 {
 			v = float64(tt-10) * 500
 		}
-		c.Add(Sample{T: tt * 1e6, ID: "b", Values: map[string]float64{"tx": v}})
+		c.Add(Sample{T: tt * 1e6, Source: "s", ID: "b", Values: map[string]float64{"tx": v}})
 	}
-	s, err := c.Rate("sum", "B/s", []string{Key("a", "tx"), Key("b", "tx")}, 0, 20e6, 2*time.Millisecond, 1)
+	s, err := c.Rate("sum", "B/s", []string{Key("s", "a", "tx"), Key("s", "b", "tx")}, 0, 20e6, 2*time.Millisecond, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestRate(t *testing.T) {
 			t.Errorf("t=%v rate %v, want %v", p.T, p.V, want)
 		}
 	}
-	if _, err := c.Rate("x", "", []string{"nope/tx"}, 0, 1e6, time.Millisecond, 1); err == nil || !strings.Contains(err.Error(), "nope/tx was not sampled") {
+	if _, err := c.Rate("x", "", []string{"x:nope/tx"}, 0, 1e6, time.Millisecond, 1); err == nil || !strings.Contains(err.Error(), "x:nope/tx was not sampled") {
 		t.Errorf("missing counter: %v", err)
 	}
 }
