@@ -8,7 +8,6 @@ package lab
 
 import (
 	"context"
-	"math"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,8 +75,10 @@ type Outcome struct {
 	Series  map[string]series.Series
 	Figures []figure.Figure
 	Samples int
-	Took    time.Duration
-	Err     error // the run itself failed (bring-up, sampling, a fault)
+	// RTT is the median smoothed RTT the senders' QPs reported (0: none).
+	RTT  time.Duration
+	Took time.Duration
+	Err  error // the run itself failed (bring-up, sampling, a fault)
 }
 
 // Pass is true when the run completed and every expectation passed.
@@ -107,6 +109,8 @@ func (d data) Series(name string) (series.Series, error) {
 }
 
 func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
+
+func (d data) RTT() time.Duration { return d.o.RTT }
 
 func (d data) ToolErrors() []string {
 	var out []string
@@ -369,17 +373,30 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
-		for _, f := range timeline {
-			if !sleepUntil(tctx, t0, f.At) {
+		// Faults planned for the same time go in one batch (one lock, one
+		// state write), so they take effect together.
+		for i := 0; i < len(timeline); {
+			j := i + 1
+			for j < len(timeline) && timeline[j].At == timeline[i].At {
+				j++
+			}
+			if !sleepUntil(tctx, t0, timeline[i].At) {
 				return
 			}
-			ferr := run.Fault(tctx, dir, f.Target, f.Op, run.Options{BinDir: o.BinDir, Log: o.Log})
+			var reqs []run.FaultReq
+			for _, f := range timeline[i:j] {
+				reqs = append(reqs, run.FaultReq{Target: f.Target, Op: f.Op})
+			}
+			ferr := run.Faults(tctx, dir, reqs, run.Options{BinDir: o.BinDir, Log: o.Log})
 			mu.Lock()
-			out.Faults = append(out.Faults, Applied{Fault: f, T: rel(), Err: ferr})
+			for _, f := range timeline[i:j] {
+				out.Faults = append(out.Faults, Applied{Fault: f, T: rel(), Err: ferr})
+			}
 			mu.Unlock()
 			if ferr != nil {
-				o.Log.Error("fault failed", "target", f.Target, "op", f.Op, "err", ferr)
+				o.Log.Error("fault failed", "at", timeline[i].At, "err", ferr)
 			}
+			i = j
 		}
 	}()
 
@@ -459,6 +476,13 @@ wait:
 		for _, k := range sp.ports {
 			keys = append(keys, series.Key(k.sw.Name, k.port, telemetry.KeyTxBytes))
 		}
+		if sp.goodput {
+			keys = counters.Keys(sp.host, telemetry.KeyAckedBytes)
+			if len(keys) == 0 {
+				o.Log.Warn("no QP telemetry from a sending host; no goodput series", "host", sp.host)
+				continue
+			}
+		}
 		ser, err := counters.Rate(sp.name, "bit/s", keys, t0, t0+int64(end), s.Interval, 8)
 		if err != nil {
 			return err
@@ -479,7 +503,36 @@ wait:
 		for p := 0; p < pl.Planes; p++ {
 			fig.Series = append(fig.Series, out.Series[fmt.Sprintf("%s:p%d", sp.name, p)])
 		}
+		// The goodput of the flows into this host, when it is the only
+		// destination of their sender (else the sender's goodput mixes
+		// destinations).
+		for _, f := range s.Traffic {
+			if "rx:"+f.To != sp.name {
+				continue
+			}
+			only := true
+			for _, g := range s.Traffic {
+				only = only && (g.From != f.From || g.To == f.To)
+			}
+			if g, ok := out.Series["goodput:"+f.From]; ok && only {
+				fig.Series = append(fig.Series, g)
+			}
+		}
 		out.Figures = append(out.Figures, fig)
+	}
+	// The flows' RTT: the median of the senders' QP srtt readings over
+	// the run, to express recovery times in RTTs.
+	var rtts []float64
+	for _, f := range s.Traffic {
+		for _, v := range counters.Values(counters.Keys(f.From, telemetry.KeySRTT), t0, t0+int64(end)) {
+			if v > 0 {
+				rtts = append(rtts, v)
+			}
+		}
+	}
+	if len(rtts) > 0 {
+		slices.Sort(rtts)
+		out.RTT = time.Duration(rtts[len(rtts)/2])
 	}
 	out.Results = verdict.CheckAll(s, data{o: out, cap: caps})
 	return nil
@@ -537,6 +590,7 @@ type portRef struct {
 type seriesSpec struct {
 	name     string
 	rx       bool
+	goodput  bool // from the QPs' acked_bytes of host
 	host     string
 	plane    int // -1: every plane
 	ports    []portRef
@@ -553,6 +607,11 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 			for p := 0; p < pl.Planes; p++ {
 				names = append(names, fmt.Sprintf("rx:%s:p%d", f.To, p))
 			}
+		}
+	}
+	for _, f := range s.Traffic {
+		if !slices.Contains(names, "goodput:"+f.From) {
+			names = append(names, "goodput:"+f.From)
 		}
 	}
 	for _, e := range s.Expect {
@@ -615,6 +674,9 @@ func specFor(pl *plan.Plan, name string) (seriesSpec, error) {
 			sp.ports = append(sp.ports, ref)
 			sp.capacity += float64(port.Model.CapacityBps)
 		}
+	case "goodput":
+		sp.goodput, sp.host = true, parts[1]
+		sp.capacity = float64(pl.HostCapacityBps) * float64(pl.Planes)
 	case "tx":
 		sw := pl.Switch(parts[1])
 		port := sw.Port(parts[2])

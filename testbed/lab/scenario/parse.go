@@ -544,7 +544,7 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 }
 
 // SeriesHelp says which series names exist.
-const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), tx:SWITCH:PORT (a switch port's egress)"
+const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs)"
 
 // CheckSeries checks a series name against a plan.
 func CheckSeries(pl *plan.Plan, name string) error {
@@ -560,6 +560,11 @@ func CheckSeries(pl *plan.Plan, name string) error {
 			if err != nil || !strings.HasPrefix(parts[2], "p") || p < 0 || p >= pl.Planes {
 				return fmt.Errorf("series %q: no plane %s (p0 .. p%d)", name, parts[2], pl.Planes-1)
 			}
+		}
+		return nil
+	case len(parts) == 2 && parts[0] == "goodput":
+		if pl.Host(parts[1]) == nil {
+			return fmt.Errorf("series %q: no host %s", name, parts[1])
 		}
 		return nil
 	case len(parts) == 3 && parts[0] == "tx":

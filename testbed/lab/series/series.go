@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/softmrc/softmrc/internal/telemetry"
@@ -55,6 +56,33 @@ func (c *Counters) Add(s Sample) {
 		key := Key(s.Source, s.ID, k)
 		c.m[key] = append(c.m[key], obs{s.T, v})
 	}
+}
+
+// Keys lists the sampled keys of a source whose value name is value
+// (e.g. every QP's acked_bytes of h0), sorted.
+func (c *Counters) Keys(source, value string) []string {
+	var out []string
+	for k := range c.m {
+		if strings.HasPrefix(k, source+":") && strings.HasSuffix(k, "/"+value) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Values returns every sampled value of the keys taken between from and
+// to (ns), e.g. a gauge's readings.
+func (c *Counters) Values(keys []string, from, to int64) []float64 {
+	var out []float64
+	for _, k := range keys {
+		for _, o := range c.m[k] {
+			if o.t >= from && o.t <= to {
+				out = append(out, o.v)
+			}
+		}
+	}
+	return out
 }
 
 // Has says whether the counter was sampled at least twice.

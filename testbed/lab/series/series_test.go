@@ -37,6 +37,12 @@ func TestRate(t *testing.T) {
 			t.Errorf("t=%v rate %v, want %v", p.T, p.V, want)
 		}
 	}
+	if k := c.Keys("s", "tx"); len(k) != 2 || k[0] != "s:a/tx" || k[1] != "s:b/tx" {
+		t.Errorf("keys %v", k)
+	}
+	if v := c.Values([]string{"s:a/tx"}, 5e6, 13e6); len(v) != 3 || v[0] != 6000 || v[2] != 13000 {
+		t.Errorf("values %v", v)
+	}
 	if _, err := c.Rate("x", "", []string{"x:nope/tx"}, 0, 1e6, time.Millisecond, 1); err == nil || !strings.Contains(err.Error(), "x:nope/tx was not sampled") {
 		t.Errorf("missing counter: %v", err)
 	}

@@ -20,6 +20,9 @@ type Data interface {
 	Capacity(name string) (float64, error)
 	// ToolErrors lists the traffic processes that failed, one line each.
 	ToolErrors() []string
+	// RTT is the flows' typical round-trip time (0: unknown); recovery
+	// times are also given in RTTs.
+	RTT() time.Duration
 }
 
 // Result is one checked expectation.
@@ -170,7 +173,10 @@ func recovery(e scenario.Expect, d Data, r *Result) error {
 	// The smoothed point at `at` averages the Smoothing samples ending
 	// there; the series got to the level no later than that point.
 	r.Measured = float64(at-e.At) / float64(time.Millisecond)
-	r.Detail = fmt.Sprintf("from %v to the first %d-sample average ≥ %.0f%% of the settled %s (mean over %v)", e.At, Smoothing, e.Level*100, human(settled, s.Unit), e.Window)
+	if rtt := d.RTT(); rtt > 0 {
+		r.Detail = fmt.Sprintf("%.0f RTTs of %v; ", float64(at-e.At)/float64(rtt), rtt.Round(time.Microsecond))
+	}
+	r.Detail += fmt.Sprintf("from %v to the first %d-sample average ≥ %.0f%% of the settled %s (mean over %v)", e.At, Smoothing, e.Level*100, human(settled, s.Unit), e.Window)
 	return nil
 }
 

@@ -26,6 +26,7 @@ func (f fake) Series(n string) (series.Series, error) {
 }
 func (f fake) Capacity(string) (float64, error) { return f.cap, nil }
 func (f fake) ToolErrors() []string             { return f.errs }
+func (f fake) RTT() time.Duration               { return 200 * time.Microsecond }
 
 // steps builds a 10 ms series: full until down, then frac×full until up,
 // linear recovery over ramp, then full.
@@ -96,6 +97,10 @@ func TestCheck(t *testing.T) {
 			}
 			if r.Detail == "" {
 				t.Error("no detail")
+			}
+			// 130 ms at a 200 µs RTT.
+			if c.name == "recovery pass" && !strings.Contains(r.Detail, "650 RTTs of 200µs") {
+				t.Errorf("recovery not in RTTs: %s", r.Detail)
 			}
 		})
 	}
