@@ -49,9 +49,10 @@ type Options struct {
 // Applied is a fault of the timeline as it was applied.
 type Applied struct {
 	scenario.Fault
-	// T is when the request returned, relative to the traffic start.
-	T   time.Duration
-	Err error
+	// Sent is when the request was made and T when it returned, relative
+	// to the traffic start.
+	Sent, T time.Duration
+	Err     error
 }
 
 // FlowResult is what a flow's mrc-write-bw reported.
@@ -111,6 +112,25 @@ func (d data) Series(name string) (series.Series, error) {
 func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
 
 func (d data) RTT() time.Duration { return d.o.RTT }
+
+// FaultTime implements verdict.Data: faults[i] of the scenario file (not
+// the random ones) took effect when its batch's request returned.
+func (d data) FaultTime(i int) (at, next time.Duration, ok bool) {
+	if i < 0 || i >= len(d.o.Scenario.Faults) {
+		return 0, 0, false
+	}
+	want := d.o.Scenario.Faults[i]
+	next = d.o.Scenario.End()
+	for _, a := range d.o.Faults {
+		if ok && a.At > want.At {
+			return at, a.Sent, true
+		}
+		if !ok && a.Line == want.Line && a.Target == want.Target && a.At == want.At && a.Err == nil {
+			at, ok = a.T, true
+		}
+	}
+	return at, next, ok
+}
 
 func (d data) ToolErrors() []string {
 	var out []string
@@ -387,10 +407,11 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			for _, f := range timeline[i:j] {
 				reqs = append(reqs, run.FaultReq{Target: f.Target, Op: f.Op})
 			}
+			sent := rel()
 			ferr := run.Faults(tctx, dir, reqs, run.Options{BinDir: o.BinDir, Log: o.Log})
 			mu.Lock()
 			for _, f := range timeline[i:j] {
-				out.Faults = append(out.Faults, Applied{Fault: f, T: rel(), Err: ferr})
+				out.Faults = append(out.Faults, Applied{Fault: f, Sent: sent, T: rel(), Err: ferr})
 			}
 			mu.Unlock()
 			if ferr != nil {

@@ -41,7 +41,7 @@ var (
 	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify"}
 	faultFields  = []string{"at", "target", "op"}
 	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
-	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat"}
+	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
 	// Tools are the traffic generators a flow may name.
 	Tools = []string{"mrc-write-bw"}
 	// TargetClasses are what random_faults.targets may name besides
@@ -417,6 +417,10 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 			e.At, err = p.dur(v, path, 0, 10*time.Minute)
 		case "level":
 			e.Level, err = p.float(v, path, 0.01, 1)
+		case "after_fault":
+			var i int
+			i, err = p.intIn(v, path, 0, 1000)
+			e.AfterFault = &i
 		case "stat":
 			var st string
 			st, err = p.enum(v, path, "mean", "median")
@@ -453,8 +457,11 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		return e, miss("window", "FROM..TO, e.g. 1s..2.5s")
 	case (e.Metric == MetricRatio || e.Metric == MetricDip) && !e.BaselineCapacity && e.Baseline.To == 0:
 		return e, miss("baseline", "FROM..TO (a reference window of the same series) or capacity")
-	case e.Metric == MetricRecovery && e.At < 0:
-		return e, miss("at", "the fault time recovery is measured from, e.g. 2s")
+	case e.Metric == MetricRecovery && e.At < 0 && e.AfterFault == nil:
+		return e, miss("at", "the fault time recovery is measured from, e.g. 2s, or after_fault: N")
+	}
+	if e.At < 0 {
+		e.At = 0 // with after_fault: from the moment the fault took effect
 	}
 	return e, nil
 }
@@ -526,10 +533,18 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		}
 	}
 	for i, e := range s.Expect {
+		win := e.Window
+		if e.AfterFault != nil {
+			if *e.AfterFault >= len(s.Faults) {
+				return bad(e.Line, fmt.Sprintf("expect[%d].after_fault", i), fmt.Sprintf("an index into faults, 0 .. %d", len(s.Faults)-1), "there is no faults[%d]", *e.AfterFault)
+			}
+			at := s.Faults[*e.AfterFault].At
+			win = Window{From: at + win.From, To: at + win.To}
+		}
 		for _, w := range []struct {
 			name string
 			w    Window
-		}{{"window", e.Window}, {"baseline", e.Baseline}} {
+		}{{"window", win}, {"baseline", e.Baseline}} {
 			if w.w.To > end {
 				return bad(e.Line, fmt.Sprintf("expect[%d].%s", i, w.name), fmt.Sprintf("a window inside 0..%v", end), "%v ends after the run", w.w)
 			}

@@ -104,7 +104,9 @@ var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors}
 // Window is a time range relative to the start of the traffic.
 type Window struct{ From, To time.Duration }
 
-func (w Window) String() string { return fmt.Sprintf("%v..%v", w.From, w.To) }
+func (w Window) String() string {
+	return fmt.Sprintf("%v..%v", w.From.Round(time.Millisecond), w.To.Round(time.Millisecond))
+}
 
 // Expect is one claim and how to check it.
 type Expect struct {
@@ -121,6 +123,11 @@ type Expect struct {
 	// of the settled level that counts as recovered.
 	At    time.Duration
 	Level float64
+	// AfterFault, when set, anchors Window and At to the moment faults[i]
+	// took effect (its request returned) instead of the traffic's zero: on
+	// a loaded machine a fault can take effect hundreds of ms after its
+	// planned time. The baseline window stays anchored to zero.
+	AfterFault *int
 	// Median makes ratio use the median of the window's samples (and of the
 	// baseline's) instead of their mean.
 	Median bool

@@ -109,6 +109,8 @@ func TestParseErrors(t *testing.T) {
 		{"recovery without at", rep("at: 2s, max: 300", "max: 300"), "x.yaml:16: expect[2].at: missing for metric recovery_ms"},
 		{"level", rep("at: 2s, max: 300", "at: 2s, level: 2, max: 300"), "x.yaml:16: expect[2].level: 2 is out of range (allowed: a number from 0.01 to 1)"},
 		{"stat", rep("want: 0.5,", "stat: p99, want: 0.5,"), `x.yaml:14: expect[0].stat: unknown value "p99" (allowed: mean | median)`},
+		{"after_fault index", rep("at: 2s, max: 300", "after_fault: 5, max: 300"), "x.yaml:16: expect[2].after_fault: there is no faults[5] (allowed: an index into faults, 0 .. 1)"},
+		{"after_fault window", rep("window: 2.3s..2.9s, at: 2s", "window: 0.3s..1.9s, after_fault: 1"), "x.yaml:16: expect[2].window: 2.3s..3.9s ends after the run"},
 		{"want not a number", rep("want: 0.5", "want: half"), `x.yaml:14: expect[0].want: "half" is not a number`},
 		{"random gap", strings.Replace(good, "every: 100ms..500ms", "every: 1ms..5ms", 1), "x.yaml:16: random_faults.every: gap 1ms is too short"},
 		{"random target", strings.Replace(good, "[fabric-links, p0-t1-1]", "[all-the-things]", 1), `x.yaml:13: random_faults.targets[0]: unknown target "all-the-things" (allowed: host-links, fabric-links, nic-ports, t1-switches or a link`},

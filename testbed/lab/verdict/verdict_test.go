@@ -27,6 +27,15 @@ func (f fake) Series(n string) (series.Series, error) {
 func (f fake) Capacity(string) (float64, error) { return f.cap, nil }
 func (f fake) ToolErrors() []string             { return f.errs }
 func (f fake) RTT() time.Duration               { return 200 * time.Microsecond }
+func (f fake) FaultTime(i int) (time.Duration, time.Duration, bool) {
+	switch i {
+	case 0:
+		return time.Second, 2 * time.Second, true
+	case 2: // applied 1.5 s late, 0.5 s before the next fault
+		return 3500 * time.Millisecond, 4 * time.Second, true
+	}
+	return 0, 0, false
+}
 
 // steps builds a 10 ms series: full until down, then frac×full until up,
 // linear recovery over ramp, then full.
@@ -57,6 +66,14 @@ func TestCheck(t *testing.T) {
 	capa := scenario.Expect{Claim: "≥ 96 % of capacity", Metric: scenario.MetricRatio, Series: "rx:h3", Window: w(200*time.Millisecond, 900*time.Millisecond), BaselineCapacity: true, Min: f(0.96)}
 	rec := scenario.Expect{Claim: "recovers in 300 ms", Metric: scenario.MetricRecovery, Series: "rx:h3", Window: w(3*time.Second, 3900*time.Millisecond), At: 2 * time.Second, Level: 0.9, Max: f(300)}
 	dip := scenario.Expect{Claim: "dip", Metric: scenario.MetricDip, Series: "rx:h3", Window: w(time.Second, 2*time.Second), Baseline: w(200*time.Millisecond, 900*time.Millisecond), Min: f(0.7)}
+	anchored := ratio
+	zero, one := 0, 1
+	anchored.AfterFault, anchored.Window = &zero, w(200*time.Millisecond, 900*time.Millisecond)
+	noFault := anchored
+	noFault.AfterFault = &one
+	two := 2
+	late := anchored
+	late.AfterFault = &two
 	med := ratio
 	med.Median = true
 	// One 100 ms stall (the NIC not scheduled) inside the 700 ms window.
@@ -85,6 +102,11 @@ func TestCheck(t *testing.T) {
 		{"dip pass", dip, pass, 0.75, true},
 		{"dip fail", dip, fail, 0.5, false},
 		{"median ignores a stall", med, stall, 0.75, true},
+		// Anchored to faults[0], which took effect at 1 s: the window
+		// 0.2..0.9 s after it is the degraded part.
+		{"after fault", anchored, pass, 0.75, true},
+		{"after fault that did not happen", noFault, pass, math.NaN(), false},
+		{"after a fault so late the window runs into the next", late, pass, math.NaN(), false},
 		{"mean counts the stall", ratio, stall, 0.75 * 6 / 7, false},
 		{"tools pass", tools, pass, 0, true},
 		{"tools fail", tools, fail, 1, false},
@@ -92,7 +114,7 @@ func TestCheck(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := Check(c.e, c.d)
-			if r.Pass != c.pass || math.Abs(r.Measured-c.measured) > 0.011*max(1, c.measured) {
+			if r.Pass != c.pass || (math.IsNaN(c.measured) != math.IsNaN(r.Measured)) || math.Abs(r.Measured-c.measured) > 0.011*max(1, c.measured) {
 				t.Errorf("measured %v pass %v (%s); want %v pass %v", r.Measured, r.Pass, r.Detail, c.measured, c.pass)
 			}
 			if r.Detail == "" {
