@@ -8,13 +8,14 @@ CLANG_VERSION := 14.0.6
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
-.PHONY: all build test test-short generate check-generate bench lint demo reproduce clean help
+.PHONY: all build deps test test-short generate check-generate bench lint demo reproduce clean help
 
 all: build
 
 help:
 	@echo "make build    - build every binary into $(BIN)/"
-	@echo "make test     - run all tests with the race detector (root: netns and XDP tests run)"
+	@echo "make deps     - install missing test tools (clang-14 llvm libbpf-dev tshark iproute2 ethtool) via apt, mount bpffs"
+	@echo "make test     - make deps, then all tests with the race detector (root: netns and XDP tests run)"
 	@echo "make demo     - bring up the clos-2p testbed, run mrc-write-bw across it, tear down"
 	@echo "make reproduce - run every mrc-lab scenario (testbed/scenarios) RUNS times; report in docs/results/"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
@@ -26,8 +27,13 @@ build:
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do echo "go build -o $(BIN)/$$c ./cmd/$$c"; $(GO) build -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-# The binaries are built first: netns tests start them as real processes.
-test: build
+# Idempotent: apt-get runs only when a package is missing (tools/deps.sh).
+deps:
+	@tools/deps.sh
+
+# The tools the tests use are installed first (a fresh machine skips
+# nothing), and the binaries built: netns tests start them as real processes.
+test: deps build
 	$(GO) vet $(PKGS)
 	MRC_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 40m $(PKGS)
 

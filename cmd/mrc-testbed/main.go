@@ -83,7 +83,7 @@ func newFlags(cmd string) *flags {
 		preset:    fs.String("preset", "", "built-in topology: pair, clos-2p, clos-4p, clos-8p"),
 		prefix:    fs.String("prefix", "", "run prefix (names every namespace and pin; overrides the file)"),
 		dir:       fs.String("dir", "", "run directory (default "+run.DefaultRoot+"/PREFIX)"),
-		bin:       fs.String("bin", "", "directory holding mrc-switchd and mrc-nicd (default $MRC_BIN, then PATH)"),
+		bin:       fs.String("bin", "", "directory holding mrc-switchd and mrc-nicd (default: beside mrc-testbed, then $MRC_BIN, then PATH)"),
 		mode:      fs.String("mode", "", "override the topology's forwarding mode: srv6 | ecmp"),
 		dataplane: fs.String("dataplane", "", "override the topology's dataplane: xdp | kernel"),
 		json:      fs.Bool("json", false, "machine-readable output (status)"),

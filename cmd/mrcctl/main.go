@@ -28,7 +28,7 @@ import (
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/verbs"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 func main() {

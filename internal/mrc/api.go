@@ -136,9 +136,20 @@ type Config struct {
 	CC CCConfig
 }
 
+// DefaultNumEVs and MaxNumEVs are QPConfig.NumEVs' default and upper limit;
+// configuration files are validated against them.
+const (
+	DefaultNumEVs = defaultNumEVs
+	MaxNumEVs     = maxNumEVs
+)
+
 // QPConfig configures one queue pair. Zero fields take the documented defaults.
 type QPConfig struct {
 	Transport Transport
+	// PD is the QP's protection domain: the engine resolves its lkeys and
+	// the rkeys of writes arriving on it only among the regions Memory
+	// holds for this domain (mrc-nicd: one per application).
+	PD uint32
 	// NumEVs is the active EV set size (default 128, at most 256), split
 	// equally across planes.
 	NumEVs int
@@ -168,6 +179,11 @@ type QPConfig struct {
 	// remains, the QP fails with StatusRetryExceeded (default 7; 32 or more =
 	// retry forever).
 	RetryLimit int
+	// RetryTimeout: a QP with unacknowledged data that has had nothing
+	// acknowledged for this long goes to error with StatusRetryExceeded,
+	// flushing its WRs (RC's retry count × timeout: a peer that is gone
+	// is not retried forever). Default 1 s; negative: never.
+	RetryTimeout Time
 	// NoEVTimeout: a QP with data to send and no usable EV for this long goes
 	// to error (default 100 ms).
 	NoEVTimeout Time
@@ -303,7 +319,7 @@ type Completion struct {
 	QPN    wire.QPN
 	WRID   uint64 // CompSend
 	Imm    uint32 // CompRecvImm
-	Len    uint32 // CompSend: bytes; CompRecvImm: 0 (message length is not carried)
+	Len    uint32 // CompSend: bytes; CompRecvImm: the message length (the RETH's DMA length)
 	RQMSN  wire.MSN
 }
 
@@ -333,12 +349,17 @@ func (s EVState) String() string {
 	return [...]string{"GOOD", "SKIP", "ASSUMED_BAD", "DENIED"}[min(int(s), 3)]
 }
 
-// Access rights of a registered region.
+// Access rights of a registered region, as in verbs (ibv_access_flags).
+// Reading a region locally (the source of a posted write) is always allowed
+// in verbs; AccessLocalRead stays a flag so that a Memory can still withhold
+// it. MRC carries only RDMA Writes, so nothing in the engine writes into a
+// region locally: AccessLocalWrite is recorded for verbs compatibility.
 type Access uint8
 
 const (
 	AccessLocalRead Access = 1 << iota
 	AccessRemoteWrite
+	AccessLocalWrite
 )
 
 // Region is registered memory: Buf holds bytes [Base, Base+len(Buf)).
@@ -348,10 +369,45 @@ type Region struct {
 	Access Access
 }
 
-// Memory resolves keys (rkeys for incoming writes, lkeys for outgoing data)
-// to registered regions. It must not allocate; the engine calls it per packet.
+// Slice returns the region's bytes [va, va+n), capped so that an append
+// cannot reach past them, or false when the range is not wholly inside the
+// region. It is the one range check of registered memory: the engine's
+// placement of incoming writes, its reading of posted ones and the daemon's
+// checks all use it. An empty range at either end of the region is inside.
+func (r Region) Slice(va uint64, n uint32) ([]byte, bool) {
+	size := uint64(len(r.Buf))
+	if va < r.Base || va-r.Base > size || uint64(n) > size-(va-r.Base) {
+		return nil, false
+	}
+	off := va - r.Base
+	end := off + uint64(n)
+	return r.Buf[off:end:end], true
+}
+
+// KeyKind says which key space a key belongs to: verbs keeps local keys
+// (lkeys, naming the source of a posted write) and remote keys (rkeys, which
+// a peer names as the target of its writes) apart.
+type KeyKind uint8
+
+const (
+	LocalKey KeyKind = iota
+	RemoteKey
+)
+
+func (k KeyKind) String() string {
+	if k == RemoteKey {
+		return "rkey"
+	}
+	return "lkey"
+}
+
+// Memory resolves keys to registered regions inside one protection domain
+// (QPConfig.PD): an lkey for a posted write's source, an rkey for an
+// incoming write's target. A key of another protection domain, or of the
+// other kind, must not resolve. It must not allocate; the engine calls it
+// per packet.
 type Memory interface {
-	Region(key uint32) (Region, bool)
+	Region(pd uint32, key uint32, kind KeyKind) (Region, bool)
 }
 
 // Errors returned by the API. Wrapped errors keep these identities.

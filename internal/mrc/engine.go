@@ -60,6 +60,12 @@ type peer struct {
 	epReqID   uint16
 	epRetries int
 	epNext    Time
+
+	// The request id of the latest port-status update applied from this
+	// peer: an older one (a retransmission overtaken by a newer update
+	// after a short flap) must not replace the newer mask.
+	epApplied   bool
+	epAppliedID uint16
 }
 
 // New makes an engine. rng must be private to it (determinism).
@@ -140,12 +146,15 @@ func (e *Engine) CreateQP(c QPConfig) (wire.QPN, error) {
 	return q.qpn, nil
 }
 
-// DestroyQP removes a QP; its posted WRs are dropped without completions.
+// DestroyQP removes a QP. Every posted WR that has not completed yet
+// completes with StatusFlushed (as verbs promise: an application waiting on
+// a WR ID must not hang); completions already queued stay in the CQ.
 func (e *Engine) DestroyQP(qpn wire.QPN) error {
 	q := e.qps[qpn]
 	if q == nil {
 		return ErrUnknownQP
 	}
+	q.flush(StatusFlushed)
 	q.release()
 	q.state = QPError // queued control packets for it are dropped
 	delete(e.qps, qpn)
@@ -223,6 +232,12 @@ func (e *Engine) peerFor(addrs [wire.MaxPlanes]wire.Addr128) (*peer, error) {
 		p.paths = ps
 	}
 	p.cc.init(&e.cfg.CC, e.cfg.MTU)
+	if e.localUp != uint32(1)<<e.cfg.Planes-1 {
+		// A port is down already: the new peer assumes all are up, so
+		// tell it (the update is retried until answered, which also
+		// covers a peer that has not connected its side yet).
+		e.startPortStatus(p)
+	}
 	e.peers = append(e.peers, p)
 	return p, nil
 }
@@ -274,8 +289,7 @@ func (e *Engine) SetPortState(now Time, port wire.Plane, up bool) {
 		return
 	}
 	for _, p := range e.peers {
-		p.epPending, p.epRetries, p.epNext = true, 0, now
-		p.epReqID++
+		e.startPortStatus(p)
 	}
 	if !up {
 		for _, q := range e.qpList {
@@ -421,7 +435,14 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 		}
 		return
 	}
-	if p.Endpoint.Op == wire.EPPortStatusUpdate {
+	if p.Endpoint.Op == wire.EPPortStatusUpdate && pr.epApplied && int16(uint16(p.PSN)-pr.epAppliedID) < 0 {
+		// Older than the update already applied: answer it (harmless, the
+		// sender has moved on to a newer id) but keep the newer mask.
+		// Serial-number order over 16 bits: updates are minutes of flaps
+		// apart from wrapping.
+		e.stats.PortStatusStale++
+	} else if p.Endpoint.Op == wire.EPPortStatusUpdate {
+		pr.epApplied, pr.epAppliedID = true, uint16(p.PSN)
 		pr.remoteUp = p.Endpoint.PortStatusMask & (uint32(1)<<e.cfg.Planes - 1)
 		for _, q := range e.qpList {
 			if q.peer == pr {
@@ -592,17 +613,31 @@ func (e *Engine) resetTx() {
 	*t = wire.Packet{}
 }
 
+// startPortStatus starts a new port-status update (a new request id) to p.
+func (e *Engine) startPortStatus(p *peer) {
+	p.epPending, p.epRetries, p.epNext = true, 0, e.now
+	p.epReqID++
+}
+
+// Port-status retransmission: the first retry after max(4·srtt,
+// minPortStatusRTO), doubling per try up to maxPortStatusRTO, until an
+// EETH answers it. Why never give up: a peer that missed the update keeps
+// a plane off (or in use) until the next port change, so a bounded number
+// of tries (16 tries, 50 µs apart, used to) loses the update to any outage
+// longer than a millisecond; the backoff keeps a dead peer's cost at one
+// small packet per maxPortStatusRTO.
+const (
+	minPortStatusRTO = 50 * Microsecond
+	maxPortStatusRTO = 10 * Millisecond
+)
+
 func (e *Engine) sendPortStatus(p *peer, emit func(wire.Plane, []byte)) {
+	rto := max(4*p.srtt, minPortStatusRTO)
+	for i := 0; i < p.epRetries && rto < maxPortStatusRTO; i++ {
+		rto *= 2
+	}
 	p.epRetries++
-	if p.epRetries > 16 {
-		p.epPending = false
-		return
-	}
-	rto := 4 * p.srtt
-	if rto < 50*Microsecond {
-		rto = 50 * Microsecond
-	}
-	p.epNext = e.now + rto
+	p.epNext = e.now + min(rto, maxPortStatusRTO)
 	ev, ok := e.randomEV(p, e.localUp&p.remoteUp)
 	if !ok {
 		// No plane in common: send on any local up plane (the peer learns

@@ -9,24 +9,26 @@ import (
 
 // Defaults (docs/engine.md).
 const (
-	defaultNumEVs     = 128
-	maxNumEVs         = 256
-	defaultReserve    = 8
-	defaultWindow     = 1024
-	maxWindow         = 8192
-	defaultMaxWImm    = 64
-	defaultSendQueue  = 1024
-	defaultAckTimeout = 1 * Millisecond
-	defaultMinRTO     = 20 * Microsecond
-	defaultMaxRTO     = 64 * Millisecond
-	defaultRetryLimit = 7
-	defaultNoEV       = 100 * Millisecond
-	defaultProbeOK    = 1
-	minProbeInterval  = 10 * Microsecond
-	minReorder        = 4 * Microsecond
-	maxProbes         = 64
-	revPerPlane       = 2
-	groupFails        = 2 // failures after the group's last ACK that condemn the group
+	defaultNumEVs       = 128
+	maxNumEVs           = 256
+	defaultReserve      = 8
+	defaultWindow       = 1024
+	maxWindow           = 8192
+	minWindow           = 128 // one MPR unit
+	defaultMaxWImm      = 64
+	defaultSendQueue    = 1024
+	defaultAckTimeout   = 1 * Millisecond
+	defaultMinRTO       = 20 * Microsecond
+	defaultMaxRTO       = 64 * Millisecond
+	defaultRetryLimit   = 7
+	defaultRetryTimeout = 1 * Second
+	defaultNoEV         = 100 * Millisecond
+	defaultProbeOK      = 1
+	minProbeInterval    = 10 * Microsecond
+	minReorder          = 4 * Microsecond
+	maxProbes           = 64
+	revPerPlane         = 2
+	groupFails          = 2 // failures after the group's last ACK that condemn the group
 
 	// A reverse EV validated (answered probe, or a SACK for our own data
 	// sent on it) within revFreshRTTs smoothed RTTs, and at least
@@ -58,7 +60,7 @@ func (c *QPConfig) setDefaults() error {
 	if c.Window == 0 {
 		c.Window = defaultWindow
 	}
-	if c.Window < 128 || c.Window > maxWindow || c.Window&(c.Window-1) != 0 {
+	if c.Window < minWindow || c.Window > maxWindow || c.Window&(c.Window-1) != 0 {
 		return configErr("Window = %d packets, want a power of two in 128..%d (MPR units of 128)", c.Window, maxWindow)
 	}
 	if c.MaxWImm == 0 {
@@ -85,6 +87,9 @@ func (c *QPConfig) setDefaults() error {
 	}
 	if c.RetryLimit == 0 {
 		c.RetryLimit = defaultRetryLimit
+	}
+	if c.RetryTimeout == 0 {
+		c.RetryTimeout = defaultRetryTimeout
 	}
 	if c.NoEVTimeout == 0 {
 		c.NoEVTimeout = defaultNoEV
@@ -115,7 +120,8 @@ type evEntry struct {
 	plane     wire.Plane
 	state     EVState
 	active    bool
-	pos       int32 // index in q.order when active
+	pos       int32 // a slot of q.order holding it, when active
+	slots     int32 // slots of q.order holding it (more than 1: reused, see replace)
 	probeOK   int
 	probeOut  bool
 	nextProbe Time
@@ -160,11 +166,12 @@ type txPkt struct {
 	msg    uint64 // absolute index of its message
 	off    uint32
 	n      uint32
-	ev     int32 // evs index of the latest transmission (-1 none)
 	sentAt Time
+	ev     int32  // evs index of the latest transmission (-1 none)
 	seq    uint32 // transmission number, matches timer entries
 	ts     uint16
-	tries  uint8
+	tries  uint8 // retransmissions
+	tos    uint8 // ACK timeouts (the RTO backs off per timeout, not per retransmission)
 	flags  uint8
 }
 
@@ -173,6 +180,7 @@ const (
 	pktAcked
 	pktQueued // in the retransmit queue
 	pktSent   // transmitted at least once
+	pktHeld   // refused as beyond the responder's window: resent once inside it
 )
 
 // probeRec is an outstanding probe (PETH) waiting for its SACK pr=1.
@@ -214,6 +222,8 @@ type qp struct {
 	rqmsn          wire.MSN
 	wimmOut        int
 	sndUna, sndNxt wire.PSN
+	sndW           int // PSNs in flight allowed: min(W, the responder's window)
+	nHeld          int // packets with pktHeld
 	pkts           []txPkt
 	rtxQ           []wire.PSN
 	rtxHd, rtxN    int
@@ -222,6 +232,7 @@ type qp struct {
 	srtt, rttvar   Time
 	rackSentAt     Time
 	noEVSince      Time
+	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
 	lastSend       Time
 
 	// EV set
@@ -278,6 +289,13 @@ func (q *qp) planesMask() uint32 {
 
 func (q *qp) connect(remote QPInfo, p *peer) error {
 	q.remote, q.peer = remote, p
+	// The responder tracks at most its own Window PSNs beyond its cack;
+	// sending further draws PSN_OOR NACKs. Unknown (0): the smallest
+	// window there is, until the first SACK's mpr tells.
+	q.sndW = min(q.W, minWindow)
+	if remote.Window > 0 {
+		q.sndW = min(q.W, remote.Window)
+	}
 	p.cc.setMax(q.W)
 	mask := q.planesMask()
 	if mask == 0 {
@@ -311,7 +329,7 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 	q.groupEVs()
 	for i := range q.evs {
 		if q.evs[i].active {
-			q.evs[i].pos = int32(len(q.order))
+			q.evs[i].pos, q.evs[i].slots = int32(len(q.order)), 1
 			q.order = append(q.order, int32(i))
 		}
 	}
@@ -430,13 +448,21 @@ func (q *qp) post(wr WR) error {
 	}
 	src := wr.Local
 	if src == nil {
-		r, ok := q.e.mem.Region(wr.LKey)
-		if !ok || r.Access&AccessLocalRead == 0 || wr.Addr < r.Base ||
-			wr.Addr-r.Base > uint64(len(r.Buf)) || uint64(wr.Len) > uint64(len(r.Buf))-(wr.Addr-r.Base) {
-			return fmt.Errorf("%w: lkey 0x%x addr 0x%x len %d", ErrLocalAccess, wr.LKey, wr.Addr, wr.Len)
+		if wr.Len > 1<<31 {
+			return ErrTooLarge
 		}
-		off := wr.Addr - r.Base
-		src = r.Buf[off : off+uint64(wr.Len)]
+		// A zero-length write reads no memory, so it names no region
+		// (IBTA: a WR without scatter/gather entries).
+		if wr.Len > 0 {
+			r, ok := q.e.mem.Region(q.cfg.PD, wr.LKey, LocalKey)
+			ok = ok && r.Access&AccessLocalRead != 0
+			if ok {
+				src, ok = r.Slice(wr.Addr, wr.Len)
+			}
+			if !ok {
+				return fmt.Errorf("%w: lkey 0x%x addr 0x%x len %d in protection domain %d", ErrLocalAccess, wr.LKey, wr.Addr, wr.Len, q.cfg.PD)
+			}
+		}
 	}
 	if len(src) > 1<<31 {
 		return ErrTooLarge
@@ -472,22 +498,26 @@ func (q *qp) fail(s Status) {
 		return
 	}
 	q.state, q.status = QPError, s
-	e := q.e
-	e.complete(Completion{Kind: CompQPError, Status: s, QPN: q.qpn})
-	first := true
+	q.e.complete(Completion{Kind: CompQPError, Status: s, QPN: q.qpn})
+	q.flush(s)
+	q.release()
+}
+
+// flush completes every posted, uncompleted WR: the oldest with status
+// first (the one that failed), the rest with StatusFlushed.
+func (q *qp) flush(first Status) {
+	st := first
 	for i := q.msgHead; i < q.msgTail; i++ {
 		m := &q.msgs[i&uint64(len(q.msgs)-1)]
-		st := StatusFlushed
-		if first {
-			st = s
-			first = false
-		}
-		e.complete(Completion{Kind: CompSend, Status: st, QPN: q.qpn, WRID: m.wrID})
+		q.e.complete(Completion{Kind: CompSend, Status: st, QPN: q.qpn, WRID: m.wrID})
+		st = StatusFlushed
 		m.src = nil
+		if m.hasImm {
+			q.wimmOut--
+		}
 	}
 	q.msgHead = q.msgTail
 	q.segMsg = q.msgTail
-	q.release()
 }
 
 // release gives back the destination window this QP holds and drops its
@@ -503,7 +533,7 @@ func (q *qp) release() {
 		}
 	}
 	q.sndUna = q.sndNxt
-	q.rtxN = 0
+	q.rtxN, q.nHeld = 0, 0
 	q.timers.reset()
 }
 
@@ -557,7 +587,7 @@ func (q *qp) snapshot(s *QPSnapshot) {
 	}
 	for i := range q.evs {
 		x := &q.evs[i]
-		evs = append(evs, EVSnapshot{EV: x.ev, Plane: x.plane, State: x.state, Active: x.active, EVCounters: x.c})
+		evs = append(evs, EVSnapshot{EV: x.ev, Plane: x.plane, State: x.state, Active: x.active, Slots: int(x.slots), EVCounters: x.c})
 	}
 	for _, r := range q.rev {
 		if r.valid {
@@ -579,6 +609,9 @@ func (q *qp) deadline() Time {
 	}
 	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
 		d = q.rx.ackDeadline
+	}
+	if q.cfg.RetryTimeout > 0 && q.sndUna != q.sndNxt && q.lastProgress+q.cfg.RetryTimeout < d {
+		d = q.lastProgress + q.cfg.RetryTimeout
 	}
 	if q.nBad > 0 && q.nextProbeScan < d {
 		d = q.nextProbeScan

@@ -16,6 +16,7 @@ type rxState struct {
 	bits    []uint64 // W bits, PSN mod W
 	flags   []uint8  // per PSN slot
 	imm     []uint32
+	mlen    []uint32 // message length (RETH DMA length) of an immediate
 	rqmsn   []wire.MSN
 	highest wire.PSN
 
@@ -41,6 +42,7 @@ func (r *rxState) init(q *qp, start wire.PSN) {
 	r.bits = make([]uint64, q.W/64)
 	r.flags = make([]uint8, q.W)
 	r.imm = make([]uint32, q.W)
+	r.mlen = make([]uint32, q.W)
 	r.rqmsn = make([]wire.MSN, q.W)
 	r.deliveredRQMSN = 0
 }
@@ -166,19 +168,26 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		q.nack(trig, wire.NackWImmLimit)
 		return
 	}
-	reg, ok := e.mem.Region(p.RKey)
-	if !ok || reg.Access&AccessRemoteWrite == 0 {
-		q.stats.BadRKey++
-		q.nack(trig, wire.NackUnexpEvent)
-		return
+	// IBTA (RDMA Write): a write whose DMA length is zero transfers nothing
+	// and its R_Key and VA are not checked (senders may pass dummies).
+	if p.DMALen != 0 {
+		reg, ok := e.mem.Region(q.cfg.PD, p.RKey, RemoteKey)
+		if !ok || reg.Access&AccessRemoteWrite == 0 {
+			// Unknown, of another protection domain, or not granting
+			// remote write: the same NACK, so a peer learns nothing of
+			// keys it does not own.
+			q.stats.BadRKey++
+			q.nack(trig, wire.NackUnexpEvent)
+			return
+		}
+		dst, ok := reg.Slice(p.VA, uint32(n))
+		if !ok {
+			q.stats.BadVA++
+			q.nack(trig, wire.NackUnexpEvent)
+			return
+		}
+		copy(dst, p.Payload)
 	}
-	if p.VA < reg.Base || p.VA-reg.Base > uint64(len(reg.Buf)) || uint64(n) > uint64(len(reg.Buf))-(p.VA-reg.Base) {
-		q.stats.BadVA++
-		q.nack(trig, wire.NackUnexpEvent)
-		return
-	}
-	off := p.VA - reg.Base
-	copy(reg.Buf[off:off+uint64(n)], p.Payload)
 
 	r.set(psn, q.wmask)
 	slot := uint32(psn) & q.wmask
@@ -187,7 +196,7 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		r.flags[slot] = rxLast
 		if p.Opcode.HasImm() {
 			r.flags[slot] |= rxImm
-			r.imm[slot], r.rqmsn[slot] = p.Imm, p.RQMSN
+			r.imm[slot], r.rqmsn[slot], r.mlen[slot] = p.Imm, p.RQMSN, p.DMALen
 		}
 	}
 	r.rcvdBytes += uint32(n)
@@ -202,6 +211,11 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		r.ooo++
 	}
 	newHole := psn.Diff(r.highest) > 1
+	// A packet more than 63 PSNs behind the highest is outside the bitmap
+	// of a SACK triggered at the top: unless it triggers a SACK of its
+	// own, nothing reports it while a lower hole holds cack, and the
+	// sender declares it lost and blames its healthy EV.
+	late := d < r.highest.Diff(r.cack)-63
 	if psn.After(r.highest) {
 		r.highest = psn
 	}
@@ -220,6 +234,13 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	}
 	if trig.m != wire.MNone || p.Rtx || p.AckReq || newHole {
 		q.sackNow(trig)
+		return
+	}
+	if late {
+		// Its own SACK (the bitmap then ends at it), outside the
+		// coalescing count: the packets pending there are near the top
+		// and still need the SACK that covers them.
+		e.queueCtrl(trig)
 		return
 	}
 	q.coalesce(trig)
@@ -256,7 +277,7 @@ func (q *qp) advance() {
 			if f&rxImm != 0 {
 				r.deliveredRQMSN = r.rqmsn[slot]
 				q.stats.ImmDelivered++
-				q.e.complete(Completion{Kind: CompRecvImm, QPN: q.qpn, Imm: r.imm[slot], RQMSN: r.rqmsn[slot]})
+				q.e.complete(Completion{Kind: CompRecvImm, QPN: q.qpn, Imm: r.imm[slot], RQMSN: r.rqmsn[slot], Len: r.mlen[slot]})
 			}
 			r.flags[slot] = 0
 		}

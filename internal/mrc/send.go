@@ -14,13 +14,15 @@ func (q *qp) inFlightRange(psn wire.PSN) bool {
 }
 
 func (q *qp) hasWork() bool {
-	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.W)
+	return q.rtxN > 0 || (q.segMsg < q.msgTail && int(q.sndNxt.Diff(q.sndUna)) < q.sndW)
 }
 
-// rto is the ACK timeout for a transmission that is the tries-th retry:
+// rto is the ACK timeout for a packet that has timed out tries times
+// before (a retransmission after a loss detected by a SACK or a NACK does
+// not back off: the timer was not too short, the packet was lost):
 // srtt + 4·rttvar (RFC 6298's form) plus one srtt of slack, clamped to
 // [MinRTO, MaxRTO]; AckTimeout before any RTT sample or with FixedRTO;
-// doubled per earlier try in exponential mode, up to MaxAckTimeout. Why the
+// doubled per earlier timeout in exponential mode, up to MaxAckTimeout. Why the
 // slack: every timeout marks an EV ASSUMED_BAD, and on a steady path rttvar
 // decays toward zero, so srtt + 4·rttvar alone fires on a queueing blip; in
 // the fabric simulator's ECN balance scenario srtt + max(4·rttvar, srtt/2)
@@ -82,7 +84,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 		n = int(pk.n)
 		m = &q.msgs[pk.msg&uint64(len(q.msgs)-1)]
 	} else {
-		if q.segMsg >= q.msgTail || int(q.sndNxt.Diff(q.sndUna)) >= q.W {
+		if q.segMsg >= q.msgTail || int(q.sndNxt.Diff(q.sndUna)) >= q.sndW {
 			return false
 		}
 		m = &q.msgs[q.segMsg&uint64(len(q.msgs)-1)]
@@ -129,6 +131,9 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 			m.firstPSN = q.sndNxt
 		}
 		psn = q.sndNxt
+		if q.sndUna == q.sndNxt {
+			q.lastProgress = now // the RetryTimeout clock starts
+		}
 		q.sndNxt = q.sndNxt.Add(1)
 		pk = q.slot(psn)
 		*pk = txPkt{msg: q.segMsg, off: m.assigned * uint32(mtu), n: uint32(n)}
@@ -187,7 +192,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	q.stats.TxData++
 	q.stats.TxBytes += uint64(n)
 	q.lastSend = now
-	q.timers.push(timerEnt{at: now + q.rto(pk.tries), psn: psn, seq: q.txSeq})
+	q.timers.push(timerEnt{at: now + q.rto(pk.tos), psn: psn, seq: q.txSeq})
 	e.emitFrame(pl, emit)
 	return true
 }
@@ -195,6 +200,13 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 // runTimers handles expired ACK timers and probe timeouts.
 func (q *qp) runTimers(now Time) {
 	if q.state != QPReady {
+		return
+	}
+	if q.cfg.RetryTimeout > 0 && q.sndUna != q.sndNxt && now-q.lastProgress >= q.cfg.RetryTimeout {
+		// Nothing acknowledged for RetryTimeout: the peer is gone (or out
+		// of step with us) even if its probes are answered. RC's retry
+		// count × timeout ends the same way.
+		q.fail(StatusRetryExceeded)
 		return
 	}
 	for {
@@ -212,6 +224,9 @@ func (q *qp) runTimers(now Time) {
 		}
 		q.stats.Timeouts++
 		q.stats.Retries++
+		if pk.tos < 255 {
+			pk.tos++
+		}
 		if pk.ev >= 0 {
 			q.evs[pk.ev].c.Timeouts++
 		}
@@ -255,6 +270,10 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 	}
 	pk.flags |= pktAcked
 	q.stats.AckedBytes += uint64(pk.n)
+	if pk.flags&pktHeld != 0 {
+		pk.flags &^= pktHeld
+		q.nHeld--
+	}
 	if pk.flags&pktInFlight != 0 {
 		q.peer.cc.inflight -= int(pk.n)
 		pk.flags &^= pktInFlight
@@ -315,9 +334,13 @@ func (q *qp) handleSACK(p *wire.Packet) {
 		}
 		rtt = q.rttSample(cack.Add(int(s.AckPSNOffset)), s.TSEcho)
 	}
-	for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
-		q.sndUna = q.sndUna.Add(1)
+	if newly > 0 {
+		q.lastProgress = now
 	}
+	if s.MPR > 0 && !s.Probe {
+		q.sndW = min(q.W, int(s.MPR)*minWindow)
+	}
+	q.advanceUna()
 	q.completeMsgs()
 	q.peer.cc.onAck(now, newly, ecn, rtt, q.srtt)
 	if rack > 0 && q.cfg.Transport == MRC {
@@ -449,6 +472,9 @@ func (q *qp) handleNACK(p *wire.Packet) {
 			q.evs[idx].c.TrimsLastHop++
 		}
 		q.peer.cc.onTrim(q.e.now, q.srtt, true)
+	case wire.NackPSNOutOfWindow:
+		q.holdOutOfWindow(psn)
+		return
 	default:
 		q.stats.Retries++
 	}
@@ -474,9 +500,10 @@ func (q *qp) handleAETH(p *wire.Packet) {
 		for psn := q.sndUna; !psn.After(cack); psn = psn.Add(1) {
 			newly += q.ackPkt(psn, &rack)
 		}
-		for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
-			q.sndUna = q.sndUna.Add(1)
+		if newly > 0 {
+			q.lastProgress = q.e.now
 		}
+		q.advanceUna()
 		q.completeMsgs()
 		q.peer.cc.onAck(q.e.now, newly, false, 0, q.srtt)
 		return
@@ -493,9 +520,52 @@ func (q *qp) handleAETH(p *wire.Packet) {
 	for x := q.sndUna; x.Before(psn); x = x.Add(1) {
 		q.ackPkt(x, &rack)
 	}
+	q.advanceUna()
+	q.completeMsgs()
+	q.goBack(psn)
+}
+
+// advanceUna moves sndUna over acknowledged PSNs and queues the held
+// packets (refused as beyond the responder's window) that are now inside
+// the window.
+func (q *qp) advanceUna() {
 	for q.sndUna != q.sndNxt && q.slot(q.sndUna).flags&pktAcked != 0 {
 		q.sndUna = q.sndUna.Add(1)
 	}
-	q.completeMsgs()
-	q.goBack(psn)
+	if q.nHeld == 0 {
+		return
+	}
+	for i, psn := 0, q.sndUna; i < q.sndW && psn.Before(q.sndNxt); i, psn = i+1, psn.Add(1) {
+		if pk := q.slot(psn); pk.flags&pktHeld != 0 {
+			pk.flags &^= pktHeld
+			q.nHeld--
+			q.markLost(psn, pk)
+		}
+	}
+}
+
+// holdOutOfWindow handles a PSN_OOR NACK: the responder dropped psn as
+// beyond its window (we sent it before we knew the window, or the window
+// shrank). Resending it at once would draw the same NACK, and again (a
+// NACK storm); it waits, without blame on its EV, until the window has
+// moved past it (advanceUna). The window itself is corrected from the
+// SACKs' mpr. Go-back-N holds everything from psn on.
+func (q *qp) holdOutOfWindow(psn wire.PSN) {
+	end := psn.Add(1)
+	if q.cfg.Transport == GoBackN {
+		end = q.sndNxt
+	}
+	for x := psn; x.Before(end); x = x.Add(1) {
+		pk := q.slot(x)
+		if pk.flags&(pktAcked|pktHeld) != 0 || pk.flags&pktSent == 0 {
+			continue
+		}
+		if pk.flags&pktInFlight != 0 {
+			q.peer.cc.inflight -= int(pk.n)
+			pk.flags &^= pktInFlight
+		}
+		pk.flags |= pktHeld
+		q.nHeld++
+	}
+	q.advanceUna() // already inside (the window moved meanwhile): resend now
 }

@@ -23,6 +23,7 @@ type EVSnapshot struct {
 	Plane  wire.Plane
 	State  EVState
 	Active bool // in the rotation (false: reserve)
+	Slots  int  // rotation slots it holds: 0 reserve, more than 1 reused for a plane whose reserve ran out
 	EVCounters
 }
 
@@ -89,5 +90,6 @@ type EngineCounters struct {
 	TxNoRoute          uint64 // no path for a control packet
 	TxNoBuffer         uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
 	PortStatusSent     uint64
+	PortStatusStale    uint64 // port-status updates older than the last applied one (ignored)
 	CQOverflow         uint64
 }

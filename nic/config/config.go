@@ -10,7 +10,7 @@
 //	host: h0
 //	mode: srv6                      # or ecmp
 //	template: /run/mrc/tb/h0.tmpl.yaml
-//	evs: 32                         # EV set size of each QP
+//	evs: 128                        # EV set size of each QP (1..256)
 //	mtu: 2048                       # RoCE MTU (payload bytes per packet)
 //	cc: {algorithm: default}
 //	qp: {ack_timeout: 20ms, min_rto: 200us, no_ev_timeout: 2s}
@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/softmrc/softmrc/internal/mrc"
 )
 
 // Version is the config file format version; bump it with any field change.
@@ -59,7 +61,7 @@ const (
 
 // Defaults used by Load when a field is left out.
 const (
-	DefaultEVs          = 32
+	DefaultEVs          = mrc.DefaultNumEVs // the brief's 128–256 EVs per QP
 	DefaultMTU          = 2048
 	DefaultDeviceSocket = "/run/mrc/nic.sock"
 )
@@ -269,8 +271,8 @@ func (c *Config) Validate() error {
 	default:
 		bad("mode %q: want srv6 or ecmp", c.Mode)
 	}
-	if c.EVs < 1 || c.EVs > 4096 {
-		bad("evs %d: want 1..4096 EVs per QP", c.EVs)
+	if c.EVs < 1 || c.EVs > mrc.MaxNumEVs {
+		bad("evs %d: want 1..%d EVs per QP (the engine's limit)", c.EVs, mrc.MaxNumEVs)
 	}
 	switch c.MTU {
 	case 1024, 2048, 4096:

@@ -147,3 +147,38 @@ func TestBusyPoll(t *testing.T) {
 		t.Errorf("busy_poll = %v, want 50µs", c.BusyPoll)
 	}
 }
+
+// The EV set size defaults to 128 and must be what the engine's CreateQP
+// accepts (1..256), checked when the file is loaded rather than at the
+// first CreateQP.
+func TestEVSetSize(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want int    // the loaded value when valid
+		err  string // else part of the error
+	}{
+		{"", 128, ""},
+		{"evs: 1", 1, ""},
+		{"evs: 256", 256, ""},
+		{"evs: 257", 0, "evs 257: want 1..256"},
+		{"evs: 4096", 0, "evs 4096: want 1..256"},
+		{"evs: -3", 0, "evs -3: want 1..256"},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			src := strings.Replace(good, "evs: 16\n", tc.line+"\n", 1)
+			c, err := Parse([]byte(src), "evs")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.EVs != tc.want {
+				t.Fatalf("evs = %d, want %d", c.EVs, tc.want)
+			}
+		})
+	}
+}

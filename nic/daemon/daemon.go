@@ -25,8 +25,9 @@ import (
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
@@ -59,8 +60,9 @@ type Daemon struct {
 	byPlane [wire.MaxPlanes]int
 	eng     Engine
 	tmpl    *pathtmpl.Template // srv6: for mrcctl's path column
-	mem     *memory
-	regions *service.Regions
+	// regions is the applications' registered memory and the engine's
+	// mrc.Memory: each application (session) is one protection domain.
+	regions *regions.Table
 	svc     *service.Service
 	metrics *http.Server
 
@@ -149,8 +151,7 @@ func New(opts Options) (_ *Daemon, err error) {
 			d.closeResources()
 		}
 	}()
-	d.regions = service.NewRegions()
-	d.mem = &memory{regions: d.regions}
+	d.regions = regions.New()
 	for i := range d.byPlane {
 		d.byPlane[i] = -1
 	}
@@ -194,7 +195,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	if newEngine == nil {
 		newEngine = NewMRCEngine
 	}
-	if d.eng, err = newEngine(cfg, d.mem); err != nil {
+	if d.eng, err = newEngine(cfg, d.regions); err != nil {
 		return nil, fmt.Errorf("daemon: engine: %w", err)
 	}
 	if opts.Capture != "" {
@@ -240,7 +241,7 @@ func New(opts Options) (_ *Daemon, err error) {
 			go d.watchCarrier(i, c)
 		}
 	}
-	d.svc = service.New(d, d.regions, log)
+	d.svc = service.New(d, log)
 	if err := d.svc.Listen(cfg.DeviceSocket); err != nil {
 		return nil, err
 	}
@@ -419,7 +420,6 @@ func (d *Daemon) loop(ctx context.Context) error {
 			if err != nil && !errors.Is(err, xsk.ErrClosed) {
 				d.log.Warn("port receive", "port", p.Name(), "err", err)
 			}
-			d.mem.cur = 0
 			d.c.rxFrames.Add(uint64(n))
 			work += n
 		}
@@ -445,17 +445,12 @@ func (d *Daemon) loop(ctx context.Context) error {
 	}
 }
 
-// rxFn returns port i's receive callback: it limits the engine's memory
-// look-ups to the owner of the frame's QP, then hands the frame over.
+// rxFn returns port i's receive callback, which hands the frame to the
+// engine (the engine resolves rkeys in the protection domain of the QP the
+// frame is for: the QP owner's regions only).
 func (d *Daemon) rxFn(i int) func(frame []byte) {
 	plane := wire.Plane(d.planes[i])
 	return func(frame []byte) {
-		d.mem.cur = 0
-		if qpn, ok := destQP(frame); ok {
-			if q := d.qps[qpn]; q != nil {
-				d.mem.cur = q.owner
-			}
-		}
 		d.cap.frame(i, frame)
 		d.eng.HandlePacket(d.rxNow, plane, frame)
 	}
@@ -572,22 +567,4 @@ func (d *Daemon) shutdownQPs() {
 			d.svc.Deliver(owner, c)
 		}
 	}
-}
-
-// memory is the engine's view of registered memory: only regions of the
-// application that owns the QP the current frame is for (cur).
-type memory struct {
-	regions *service.Regions
-	cur     uint32
-}
-
-func (m *memory) Region(key uint32) (mrc.Region, bool) {
-	if m.cur == 0 {
-		return mrc.Region{}, false
-	}
-	r := m.regions.Lookup(m.cur, key)
-	if r == nil {
-		return mrc.Region{}, false
-	}
-	return mrc.Region{Base: r.Addr, Buf: r.Buf, Access: mrc.AccessRemoteWrite | mrc.AccessLocalRead}, true
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
@@ -41,7 +41,7 @@ func open(t *testing.T, sock string, size int) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr, err := d.RegMR(size)
+	mr, err := d.RegMR(size, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func addrs(d *verbs.Device) []netip.Addr {
 
 func connect(t *testing.T, a, b *side) {
 	t.Helper()
-	if err := a.qp.Connect(verbs.Remote{RemoteQPN: b.qp.QPN, RemotePSN: b.qp.PSN, RemoteAddrs: addrs(b.dev)}); err != nil {
+	if err := a.qp.Connect(b.qp.ConnectInfo()); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.Connect(verbs.Remote{RemoteQPN: a.qp.QPN, RemotePSN: a.qp.PSN, RemoteAddrs: addrs(a.dev)}); err != nil {
+	if err := b.qp.Connect(a.qp.ConnectInfo()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -205,7 +205,7 @@ func TestBadRequestsEndToEnd(t *testing.T) {
 		}, verbs.StatusRemAccessErr},
 		{"unsupported opcode", func(a, b, _ *side) (*verbs.Device, vproto.WR) {
 			return a.dev, vproto.WR{Op: vproto.OpRead, Len: 64, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-		}, verbs.StatusRemInvReqErr},
+		}, verbs.StatusLocQPOpErr},
 		{"another application's QP", func(a, b, other *side) (*verbs.Device, vproto.WR) {
 			// other (on host 2) posts on a's QP number: host 2 has a QP
 			// with that number only by chance, and never owned by other.

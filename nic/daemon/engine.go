@@ -17,6 +17,7 @@ type Engine interface {
 	CreateQP(c mrc.QPConfig) (wire.QPN, error)
 	Info(qpn wire.QPN) (mrc.QPInfo, error)
 	Connect(qpn wire.QPN, remote mrc.QPInfo) error
+	SetEVs(qpn wire.QPN, active, reserve []wire.EV) error
 	DestroyQP(qpn wire.QPN) error
 	PostWrite(qpn wire.QPN, wr mrc.WR) error
 	PollCQ(dst []mrc.Completion) int

@@ -12,7 +12,7 @@ import (
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/service"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
@@ -31,7 +31,34 @@ func (d *Daemon) Info() vproto.DeviceInfo {
 	return info
 }
 
-// CreateQP creates an engine QP owned by owner.
+// RegMR registers the memfd fd as a region of owner (its protection domain).
+func (d *Daemon) RegMR(owner uint32, fd int, req vproto.RegMR) (vproto.MRInfo, error) {
+	if err := req.Access.Check(); err != nil {
+		return vproto.MRInfo{}, err
+	}
+	// Local read is always granted (verbs); MRC has no local writes, so
+	// local write is recorded only.
+	acc := mrc.AccessLocalRead
+	if req.Access&vproto.AccessLocalWrite != 0 {
+		acc |= mrc.AccessLocalWrite
+	}
+	if req.Access&vproto.AccessRemoteWrite != 0 {
+		acc |= mrc.AccessRemoteWrite
+	}
+	r, err := d.regions.Add(owner, fd, req.Addr, req.Len, acc)
+	if err != nil {
+		return vproto.MRInfo{}, err
+	}
+	return vproto.MRInfo{LKey: r.LKey, RKey: r.RKey}, nil
+}
+
+// DeregMR removes owner's region req.LKey; writes still in flight from it
+// finish (the mapping stays until the owner's session ends).
+func (d *Daemon) DeregMR(owner uint32, req vproto.DeregMR) error {
+	return d.regions.Remove(owner, req.LKey)
+}
+
+// CreateQP creates an engine QP owned by owner, in owner's protection domain.
 func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error) {
 	if req.SQDepth < 0 || req.SQDepth > 1<<16 {
 		return vproto.QPInfo{}, fmt.Errorf("sq_depth %d: want 0..65536", req.SQDepth)
@@ -40,7 +67,7 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	var err error
 	if e := d.exec(func() {
 		qo := d.cfg.QP
-		qc := mrc.QPConfig{NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
+		qc := mrc.QPConfig{PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
@@ -57,7 +84,8 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	if err != nil {
 		return vproto.QPInfo{}, err
 	}
-	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN)}, nil
+	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN), MTU: info.MTU, Window: info.Window,
+		MaxWImm: info.MaxWImm}, nil
 }
 
 // owned returns owner's QP qpn or an error naming the problem. Loop only.
@@ -84,12 +112,21 @@ func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
 	if req.RemoteQPN == 0 || req.RemoteQPN > wire.QPNMask {
 		return fmt.Errorf("connect: remote QPN %#x is not a 24-bit QP number", req.RemoteQPN)
 	}
-	if len(req.EVs) > 0 && len(req.EVs) != d.cfg.EVs {
-		return fmt.Errorf("connect: an explicit EV array is not supported yet (got %d EVs); leave evs empty and the QP sprays over the device's %d EVs", len(req.EVs), d.cfg.EVs)
+	if len(req.EVs) > mrc.MaxNumEVs {
+		return fmt.Errorf("connect: %d explicit EVs, at most %d", len(req.EVs), mrc.MaxNumEVs)
+	}
+	if req.RemoteMTU <= 0 || req.RemoteWindow <= 0 || req.RemoteMaxWImm <= 0 {
+		return fmt.Errorf("connect: remote_mtu %d, remote_window %d, remote_max_wimm %d: give the peer QP's mtu, window and max_wimm from its create_qp reply (exchanged out of band like its QPN)",
+			req.RemoteMTU, req.RemoteWindow, req.RemoteMaxWImm)
 	}
 	var peer mrc.QPInfo
 	peer.QPN = wire.QPN(req.RemoteQPN)
 	peer.StartPSN = wire.PSN(req.RemotePSN & wire.PSNMask)
+	peer.MTU, peer.Window, peer.MaxWImm = req.RemoteMTU, req.RemoteWindow, req.RemoteMaxWImm
+	evs := make([]wire.EV, len(req.EVs))
+	for i, ev := range req.EVs {
+		evs[i] = wire.EV(ev)
+	}
 	for i, a := range req.RemoteAddrs {
 		if !a.IsValid() {
 			continue
@@ -105,13 +142,18 @@ func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
 		if q, err = d.owned(owner, req.QPN); err != nil {
 			return
 		}
-		// Window, WriteImm cap, MTU and transport are the same on every
-		// mrc-nicd built from this tree: take this QP's own.
+		// mrc-nicd's QPs all run the MRC transport (CreateQP offers no
+		// choice), so the peer's is this QP's own.
 		var self mrc.QPInfo
 		if self, err = d.eng.Info(q.qpn); err != nil {
 			return
 		}
-		peer.Window, peer.MaxWImm, peer.MTU, peer.Transport = self.Window, self.MaxWImm, self.MTU, self.Transport
+		peer.Transport = self.Transport
+		if len(evs) > 0 {
+			if err = d.eng.SetEVs(q.qpn, evs, nil); err != nil {
+				return
+			}
+		}
 		err = d.eng.Connect(q.qpn, peer)
 		if err == nil {
 			q.peer = req
@@ -161,6 +203,9 @@ func (d *Daemon) CloseOwner(owner uint32) {
 		}
 		delete(d.deliver, owner)
 	})
+	// The loop has destroyed owner's QPs: the engine no longer reaches
+	// its regions, which can be unmapped.
+	d.regions.Release(owner)
 }
 
 // postedWR is a work request waiting in the post queue for the loop.
@@ -225,8 +270,6 @@ func (d *Daemon) closePosts() {
 	d.pq.mu.Unlock()
 }
 
-var noBytes = make([]byte, 0)
-
 func (d *Daemon) post(now mrc.Time, owner uint32, w *vproto.WR) {
 	q := d.qps[wire.QPN(w.QPN)]
 	if q == nil || q.owner != owner {
@@ -237,27 +280,22 @@ func (d *Daemon) post(now mrc.Time, owner uint32, w *vproto.WR) {
 		return
 	}
 	if !w.Op.Supported() {
-		d.fail(owner, w.QPN, w.ID, vproto.StatusRemInvReqErr, mrc.Op(w.Op), 0)
+		// Refused here, never sent: a local status (verbs reports a WR
+		// its QP cannot execute as a local QP operation error).
+		d.fail(owner, w.QPN, w.ID, vproto.StatusLocQPOpErr, mrc.Op(w.Op), 0)
 		return
 	}
 	if w.Len > 1<<31 {
 		d.fail(owner, w.QPN, w.ID, vproto.StatusLocLenErr, mrc.Op(w.Op), 0)
 		return
 	}
-	// A non-nil source tells the engine not to look the lkey up itself.
-	src := noBytes[:0:0]
-	if w.Len > 0 {
-		var err error
-		if src, err = d.regions.Local(owner, w.LKey, w.LocalAddr, w.Len); err != nil {
-			d.fail(owner, w.QPN, w.ID, vproto.StatusLocProtErr, mrc.Op(w.Op), 0)
-			return
-		}
-	}
 	op := mrc.OpWrite
 	if w.Op == vproto.OpWriteImm {
 		op = mrc.OpWriteImm
 	}
-	wr := mrc.WR{ID: w.ID, Op: op, Local: src, Len: w.Len, RemoteVA: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm,
+	// The engine resolves the lkey in the QP's protection domain (the
+	// owner's regions) when the WR enters its send queue.
+	wr := mrc.WR{ID: w.ID, Op: op, Len: w.Len, RemoteVA: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm,
 		LKey: w.LKey, Addr: w.LocalAddr}
 	if w.Flags&vproto.FlagSignaled == 0 {
 		if q.unsig == nil {
@@ -288,7 +326,7 @@ func (d *Daemon) submit(now mrc.Time, q *qpState, wr mrc.WR) bool {
 	case errors.Is(err, mrc.ErrQPState), errors.Is(err, mrc.ErrUnknownQP):
 		st = vproto.StatusLocQPOpErr
 	case errors.Is(err, mrc.ErrUnsupportedOp):
-		st = vproto.StatusRemInvReqErr
+		st = vproto.StatusLocQPOpErr
 	case errors.Is(err, mrc.ErrLocalAccess):
 		st = vproto.StatusLocProtErr
 	case errors.Is(err, mrc.ErrTooLarge):

@@ -3,7 +3,7 @@ package daemon
 import (
 	"testing"
 
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // Posting is allocation-free once the queue has grown: the session

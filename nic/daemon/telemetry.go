@@ -9,7 +9,7 @@ import (
 	"github.com/softmrc/softmrc/internal/telemetry"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/service"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/softmrc/softmrc/internal/telemetry"
 	"github.com/softmrc/softmrc/nic/verbs"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // collector gathers a watch's samples.

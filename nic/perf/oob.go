@@ -8,10 +8,13 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/softmrc/softmrc/nic/verbs"
 )
 
 // protoVersion is exchanged first, like perftest's version string.
-const protoVersion = "MRCPERF 1"
+// Version 2: the key carries the QP's MTU, window and WriteImm cap.
+const protoVersion = "MRCPERF 2"
 
 // oobTimeout bounds every out-of-band read: a peer that vanishes fails the
 // test rather than hanging it.
@@ -91,14 +94,19 @@ func trunc(s string) string {
 }
 
 // key is one QP's connection data, perftest's KEY_PRINT_FMT
-// (LID:OUT_READS:QPN:PSN:RKEY:VADDR:SRQN) followed by the NIC's address in
-// every plane, comma separated.
+// (LID:OUT_READS:QPN:PSN:RKEY:VADDR:SRQN), then the QP's MTU, receive
+// window and Write-with-Immediate cap (MTU:WINDOW:MAXWIMM, which the
+// peer's Connect needs), then the NIC's address in every plane, comma
+// separated.
 type key struct {
-	QPN   uint32
-	PSN   uint32
-	RKey  uint32
-	VAddr uint64
-	Addrs []netip.Addr
+	QPN     uint32
+	PSN     uint32
+	RKey    uint32
+	VAddr   uint64
+	MTU     int
+	Window  int
+	MaxWImm int
+	Addrs   []netip.Addr
 }
 
 func (k key) String() string {
@@ -106,20 +114,29 @@ func (k key) String() string {
 	for i, a := range k.Addrs {
 		as[i] = a.String()
 	}
-	return fmt.Sprintf("%04x:%04x:%06x:%06x:%08x:%016x:%08x:%s", 0, 0, k.QPN, k.PSN, k.RKey, k.VAddr, 0, strings.Join(as, ","))
+	return fmt.Sprintf("%04x:%04x:%06x:%06x:%08x:%016x:%08x:%04x:%04x:%04x:%s", 0, 0, k.QPN, k.PSN, k.RKey, k.VAddr, 0,
+		k.MTU, k.Window, k.MaxWImm, strings.Join(as, ","))
+}
+
+// remote is what the QP's Connect takes from the peer's key.
+func (k key) remote() verbs.Remote {
+	return verbs.Remote{RemoteQPN: k.QPN, RemotePSN: k.PSN, RemoteAddrs: k.Addrs, RemoteMTU: k.MTU,
+		RemoteWindow: k.Window, RemoteMaxWImm: k.MaxWImm}
 }
 
 func parseKey(s string) (key, error) {
 	var k key
 	var lid, reads, srqn uint32
-	f := strings.SplitN(s, ":", 8)
-	if len(f) != 8 {
-		return k, fmt.Errorf("out-of-band key %q: want 8 colon-separated fields", trunc(s))
+	const fields = 11
+	f := strings.SplitN(s, ":", fields)
+	if len(f) != fields {
+		return k, fmt.Errorf("out-of-band key %q: want %d colon-separated fields (is the peer an older mrc-write-bw?)", trunc(s), fields)
 	}
-	if _, err := fmt.Sscanf(strings.Join(f[:7], " "), "%x %x %x %x %x %x %x", &lid, &reads, &k.QPN, &k.PSN, &k.RKey, &k.VAddr, &srqn); err != nil {
+	if _, err := fmt.Sscanf(strings.Join(f[:fields-1], " "), "%x %x %x %x %x %x %x %x %x %x", &lid, &reads, &k.QPN, &k.PSN, &k.RKey, &k.VAddr, &srqn,
+		&k.MTU, &k.Window, &k.MaxWImm); err != nil {
 		return k, fmt.Errorf("out-of-band key %q: %w", trunc(s), err)
 	}
-	for _, a := range strings.Split(f[7], ",") {
+	for _, a := range strings.Split(f[fields-1], ",") {
 		ad, err := netip.ParseAddr(a)
 		if err != nil {
 			return k, fmt.Errorf("out-of-band key: address %q: %w", a, err)

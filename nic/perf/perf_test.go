@@ -193,12 +193,14 @@ func TestParse(t *testing.T) {
 }
 
 func TestKeyRoundTrip(t *testing.T) {
-	k := key{QPN: 0x101, PSN: 0xabcdef, RKey: 0xdeadbeef, VAddr: 0x7f0000001000}
-	k2, err := parseKey(key{QPN: k.QPN, PSN: k.PSN, RKey: k.RKey, VAddr: k.VAddr, Addrs: devAddrsFor("fd00:0:0::1", "fd00:0:1::1")}.String())
-	if err != nil || k2.QPN != k.QPN || k2.PSN != k.PSN || k2.RKey != k.RKey || k2.VAddr != k.VAddr || len(k2.Addrs) != 2 {
+	k := key{QPN: 0x101, PSN: 0xabcdef, RKey: 0xdeadbeef, VAddr: 0x7f0000001000, MTU: 4096, Window: 1024, MaxWImm: 64,
+		Addrs: devAddrsFor("fd00:0:0::1", "fd00:0:1::1")}
+	k2, err := parseKey(k.String())
+	if err != nil || k2.QPN != k.QPN || k2.PSN != k.PSN || k2.RKey != k.RKey || k2.VAddr != k.VAddr || len(k2.Addrs) != 2 ||
+		k2.MTU != k.MTU || k2.Window != k.Window || k2.MaxWImm != k.MaxWImm {
 		t.Fatalf("%+v %v", k2, err)
 	}
-	if s := (key{QPN: 0x101, PSN: 1, RKey: 2, VAddr: 3, Addrs: devAddrsFor("fd00::1")}).String(); s != "0000:0000:000101:000001:00000002:0000000000000003:00000000:fd00::1" {
+	if s := (key{QPN: 0x101, PSN: 1, RKey: 2, VAddr: 3, MTU: 2048, Window: 1024, MaxWImm: 64, Addrs: devAddrsFor("fd00::1")}).String(); s != "0000:0000:000101:000001:00000002:0000000000000003:00000000:0800:0400:0040:fd00::1" {
 		t.Fatalf("key format %q", s)
 	}
 	if _, err := parseKey("0000:zz"); err == nil {

@@ -248,7 +248,8 @@ func (s *session) handshake() error {
 }
 
 func (s *session) localKey(q *qpCtx) key {
-	return key{QPN: q.qp.QPN, PSN: q.qp.PSN, RKey: q.dst.RKey, VAddr: q.dst.Addr, Addrs: devAddrs(s.info)}
+	return key{QPN: q.qp.QPN, PSN: q.qp.PSN, RKey: q.dst.RKey, VAddr: q.dst.Addr, MTU: q.qp.MTU, Window: q.qp.Window,
+		MaxWImm: q.qp.MaxWImm, Addrs: devAddrs(s.info)}
 }
 
 func (s *session) setupQPs() error {
@@ -264,10 +265,11 @@ func (s *session) setupQPs() error {
 			return err
 		}
 		q := &qpCtx{idx: i, qp: qp}
-		if q.src, err = s.dev.RegMR(s.region); err != nil {
+		// The source is only read; the peer writes into dst.
+		if q.src, err = s.dev.RegMR(s.region, verbs.AccessLocalWrite); err != nil {
 			return err
 		}
-		if q.dst, err = s.dev.RegMR(s.region); err != nil {
+		if q.dst, err = s.dev.RegMR(s.region, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 			return err
 		}
 		s.qps = append(s.qps, q)
@@ -290,7 +292,7 @@ func (s *session) setupQPs() error {
 		if q.remote, err = parseKey(line); err != nil {
 			return err
 		}
-		if err := q.qp.Connect(verbs.Remote{RemoteQPN: q.remote.QPN, RemotePSN: q.remote.PSN, RemoteAddrs: q.remote.Addrs}); err != nil {
+		if err := q.qp.Connect(q.remote.remote()); err != nil {
 			return err
 		}
 	}

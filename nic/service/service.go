@@ -1,9 +1,10 @@
 // Package service is the server side of the device socket of mrc-nicd: it
-// accepts application sessions (nic/verbs) and mrcctl, registers their
-// memory (memfds passed with SCM_RIGHTS, mapped into the daemon), checks that
-// every QP and region a session names is its own, and hands QP operations
-// and posted work requests to the NIC (the daemon's engine loop), which
-// returns completions through Deliver.
+// accepts application sessions (nic/verbs) and mrcctl, decodes their
+// requests (memory registrations arrive with a memfd passed with
+// SCM_RIGHTS) and hands them, tagged with the session as owner, to the NIC
+// (the daemon), which owns the QPs and the region table, checks that every
+// QP and region a session names is its own, and returns completions
+// through Deliver.
 package service
 
 import (
@@ -19,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // NIC is the daemon side the service drives. Every method is safe for
@@ -28,6 +29,10 @@ import (
 // owners.
 type NIC interface {
 	Info() vproto.DeviceInfo
+	// RegMR registers the memfd fd (the caller closes it afterwards) as a
+	// region of owner; DeregMR removes one.
+	RegMR(owner uint32, fd int, req vproto.RegMR) (vproto.MRInfo, error)
+	DeregMR(owner uint32, req vproto.DeregMR) error
 	CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error)
 	ConnectQP(owner uint32, req vproto.ConnectQP) error
 	DestroyQP(owner uint32, qpn uint32) error
@@ -37,8 +42,8 @@ type NIC interface {
 	Post(owner uint32, wrs []vproto.WR)
 	// Ctl answers an mrcctl request.
 	Ctl(req vproto.CtlRequest) (any, error)
-	// CloseOwner destroys every QP of owner. When it returns the engine no
-	// longer touches owner's regions, which are then unmapped.
+	// CloseOwner destroys every QP of owner and then releases its regions
+	// (the session ended).
 	CloseOwner(owner uint32)
 }
 
@@ -48,10 +53,9 @@ const MaxQueuedCQEs = 1 << 20
 
 // Service serves the device socket.
 type Service struct {
-	nic     NIC
-	regions *Regions
-	log     *slog.Logger
-	ln      *net.UnixListener
+	nic NIC
+	log *slog.Logger
+	ln  *net.UnixListener
 
 	mu       sync.Mutex
 	sessions map[uint32]*session
@@ -66,13 +70,12 @@ type Service struct {
 	TelemetryDropped atomic.Uint64
 }
 
-// New returns a service over nic; regions is the table the NIC's engine
-// resolves keys through.
-func New(nic NIC, regions *Regions, log *slog.Logger) *Service {
+// New returns a service over nic.
+func New(nic NIC, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{nic: nic, regions: regions, log: log, sessions: map[uint32]*session{}}
+	return &Service{nic: nic, log: log, sessions: map[uint32]*session{}}
 }
 
 // Listen creates the device socket at path (replacing a stale one) with mode
@@ -328,8 +331,7 @@ func (ss *session) writeLoop() {
 }
 
 // readLoop serves requests until the client goes away, then tears the
-// session down: QPs first (the engine stops touching the memory), then the
-// regions' mappings.
+// session down (the NIC destroys its QPs, then unmaps its regions).
 func (ss *session) readLoop() {
 	s := ss.svc
 	defer s.wg.Done()
@@ -337,7 +339,6 @@ func (ss *session) readLoop() {
 		ss.end()
 		ss.stopWatch()
 		s.nic.CloseOwner(ss.id)
-		s.regions.ReleaseOwner(ss.id)
 		s.mu.Lock()
 		delete(s.sessions, ss.id)
 		s.mu.Unlock()
@@ -433,17 +434,17 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 		if len(fds) != 1 {
 			return nil, fmt.Errorf("reg_mr needs exactly one memfd passed with the request (got %d)", len(fds))
 		}
-		reg, err := s.regions.Add(ss.id, fds[0], r.Addr, r.Len)
+		info, err := s.nic.RegMR(ss.id, fds[0], r)
 		if err != nil {
 			return nil, fmt.Errorf("reg_mr: %w", err)
 		}
-		return vproto.MRInfo{LKey: reg.LKey, RKey: reg.RKey}, nil
+		return info, nil
 	case vproto.TypeDeregMR:
 		var r vproto.DeregMR
 		if err := decode(&r); err != nil {
 			return nil, err
 		}
-		return nil, s.regions.Remove(ss.id, r.LKey)
+		return nil, s.nic.DeregMR(ss.id, r)
 	case vproto.TypeCreateQP:
 		var r vproto.CreateQP
 		if err := decode(&r); err != nil {

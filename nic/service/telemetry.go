@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // Watcher is implemented by a NIC that streams telemetry (mrc-nicd's

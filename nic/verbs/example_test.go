@@ -2,9 +2,9 @@ package verbs_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log"
-	"net/netip"
 	"time"
 
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
@@ -34,26 +34,27 @@ func Example() {
 	}
 	defer b.Close()
 
-	// Register memory: the daemon maps these very pages.
-	src, _ := a.RegMR(64 << 10)
-	dst, _ := b.RegMR(64 << 10)
+	// Register memory: the daemon maps these very pages. Only dst lets
+	// peers write into it.
+	src, _ := a.RegMR(64<<10, verbs.AccessLocalWrite)
+	dst, _ := b.RegMR(64<<10, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	copy(src.Buf, "hello, multipath world")
 
 	// Create a QP on each side and connect them. Real applications swap
-	// QPN, PSN, the per-plane addresses, the rkey and the VA out of band
-	// (mrc-write-bw uses TCP port 18515).
+	// each QP's ConnectInfo (QPN, PSN, MTU, window, WriteImm cap, the
+	// per-plane addresses), the rkey and the VA out of band (mrc-write-bw
+	// uses TCP port 18515); here a JSON round trip stands for that.
 	qa, _ := a.CreateQP(verbs.QPConfig{})
 	qb, _ := b.CreateQP(verbs.QPConfig{})
-	addrs := func(d *verbs.Device) (as []netip.Addr) {
-		for _, p := range d.Info().Ports {
-			as = append(as, p.Address)
-		}
-		return as
+	exchange := func(r verbs.Remote) (got verbs.Remote) {
+		wire, _ := json.Marshal(r)
+		_ = json.Unmarshal(wire, &got)
+		return got
 	}
-	if err := qa.Connect(verbs.Remote{RemoteQPN: qb.QPN, RemotePSN: qb.PSN, RemoteAddrs: addrs(b)}); err != nil {
+	if err := qa.Connect(exchange(qb.ConnectInfo())); err != nil {
 		log.Fatal(err)
 	}
-	if err := qb.Connect(verbs.Remote{RemoteQPN: qa.QPN, RemotePSN: qa.PSN, RemoteAddrs: addrs(a)}); err != nil {
+	if err := qb.Connect(exchange(qa.ConnectInfo())); err != nil {
 		log.Fatal(err)
 	}
 

@@ -27,7 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // Re-exported protocol types, so that applications import one package.
@@ -40,6 +40,8 @@ type (
 	DeviceInfo = vproto.DeviceInfo
 	// PortInfo describes one NIC port.
 	PortInfo = vproto.PortInfo
+	// Access is a memory region's access rights (ibv_access_flags).
+	Access = vproto.Access
 )
 
 // Opcodes and statuses, re-exported.
@@ -61,6 +63,11 @@ const (
 	StatusRemAccessErr = vproto.StatusRemAccessErr
 	StatusWRFlushErr   = vproto.StatusWRFlushErr
 	StatusDeviceGone   = vproto.StatusDeviceGone
+
+	// AccessLocalWrite and AccessRemoteWrite are RegMR's access flags;
+	// remote write needs local write too. Local read is always granted.
+	AccessLocalWrite  = vproto.AccessLocalWrite
+	AccessRemoteWrite = vproto.AccessRemoteWrite
 )
 
 // ErrDeviceGone is returned (wrapped) by every call once the connection to
@@ -293,11 +300,17 @@ type MR struct {
 }
 
 // RegMR allocates size bytes of shared memory (a memfd), maps it and
-// registers it with the device. Remote writes with the returned RKey land in
-// Buf.
-func (d *Device) RegMR(size int) (*MR, error) {
+// registers it with the device with access rights (ibv_reg_mr): with
+// AccessRemoteWrite (which needs AccessLocalWrite), peers' writes with the
+// returned RKey land in Buf; without it they are refused and the writer's
+// work request completes with StatusRemAccessErr. Every region can be the
+// source of this application's writes.
+func (d *Device) RegMR(size int, access Access) (*MR, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("verbs: RegMR: size %d must be > 0", size)
+	}
+	if err := access.Check(); err != nil {
+		return nil, fmt.Errorf("verbs: RegMR: %w", err)
 	}
 	fd, err := unix.MemfdCreate("mrc-mr", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -316,7 +329,7 @@ func (d *Device) RegMR(size int) (*MR, error) {
 	}
 	mr := &MR{Buf: buf[:size], Addr: addrOf(buf), d: d, fd: fd}
 	var info vproto.MRInfo
-	if err := d.call(vproto.TypeRegMR, vproto.RegMR{Addr: mr.Addr, Len: uint64(size)}, fd, &info); err != nil {
+	if err := d.call(vproto.TypeRegMR, vproto.RegMR{Addr: mr.Addr, Len: uint64(size), Access: access}, fd, &info); err != nil {
 		unix.Munmap(buf)
 		unix.Close(fd)
 		return nil, err
@@ -347,11 +360,15 @@ func (mr *MR) Close() error {
 	return err
 }
 
-// QP is a queue pair.
+// QP is a queue pair. QPN, PSN, MTU, Window and MaxWImm are what the peer
+// needs to connect to it (ConnectInfo gathers them with the addresses).
 type QP struct {
-	QPN uint32
-	PSN uint32
-	d   *Device
+	QPN     uint32
+	PSN     uint32
+	MTU     int // payload bytes per packet
+	Window  int // receive window (MPR) in packets
+	MaxWImm int // Write-with-Immediate messages accepted in flight
+	d       *Device
 }
 
 // QPConfig configures CreateQP.
@@ -366,16 +383,30 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if err := d.call(vproto.TypeCreateQP, vproto.CreateQP{SQDepth: cfg.SQDepth}, -1, &info); err != nil {
 		return nil, err
 	}
-	return &QP{QPN: info.QPN, PSN: info.PSN, d: d}, nil
+	return &QP{QPN: info.QPN, PSN: info.PSN, MTU: info.MTU, Window: info.Window, MaxWImm: info.MaxWImm, d: d}, nil
+}
+
+// ConnectInfo is what the peer passes to its Connect to reach this QP:
+// QPN, PSN, MTU, window, Write-with-Immediate cap and this device's
+// address in every plane. Applications send it out of band (as JSON, or
+// field by field like mrc-write-bw).
+func (qp *QP) ConnectInfo() Remote {
+	r := Remote{RemoteQPN: qp.QPN, RemotePSN: qp.PSN, RemoteMTU: qp.MTU, RemoteWindow: qp.Window,
+		RemoteMaxWImm: qp.MaxWImm}
+	for _, p := range qp.d.info.Ports {
+		r.RemoteAddrs = append(r.RemoteAddrs, p.Address)
+	}
+	return r
 }
 
 // Remote is what a QP needs to know of its peer (exchanged out of band).
 type Remote = vproto.ConnectQP
 
-// Connect connects the QP to a remote QP: r.RemoteQPN, r.RemotePSN, the
-// peer's per-plane addresses, and optionally the EV set (empty: the daemon
-// spreads the device's EV count over every plane and path). r.QPN is set
-// from qp.
+// Connect connects the QP to a remote QP: r is the peer QP's ConnectInfo
+// (its QPN, PSN, MTU, window, Write-with-Immediate cap and per-plane
+// addresses), optionally with an EV set (empty: the daemon spreads the
+// device's EV count over every plane and path; set: exactly these EVs, on
+// planes both ends have). Different MTUs fail here. r.QPN is set from qp.
 func (qp *QP) Connect(r Remote) error {
 	r.QPN = qp.QPN
 	return qp.d.call(vproto.TypeConnectQP, r, -1, nil)

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/verbs"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // loopNIC is a NIC that connects QPs of one device to each other and
@@ -23,7 +25,7 @@ import (
 // sharing, ownership) without an engine; nic/daemon's tests run the real one.
 type loopNIC struct {
 	svc     *service.Service
-	regions *service.Regions
+	regions *regions.Table
 	mu      sync.Mutex
 	next    uint32
 	qps     map[uint32]*loopQP
@@ -38,13 +40,32 @@ func (n *loopNIC) Info() vproto.DeviceInfo {
 		Ports: []vproto.PortInfo{{Name: "p0", Plane: 0, Address: netip.MustParseAddr("fd00::1"), Up: true}}}
 }
 
+func (n *loopNIC) RegMR(owner uint32, fd int, req vproto.RegMR) (vproto.MRInfo, error) {
+	if err := req.Access.Check(); err != nil {
+		return vproto.MRInfo{}, err
+	}
+	acc := mrc.AccessLocalRead
+	if req.Access&vproto.AccessRemoteWrite != 0 {
+		acc |= mrc.AccessRemoteWrite
+	}
+	r, err := n.regions.Add(owner, fd, req.Addr, req.Len, acc)
+	if err != nil {
+		return vproto.MRInfo{}, err
+	}
+	return vproto.MRInfo{LKey: r.LKey, RKey: r.RKey}, nil
+}
+
+func (n *loopNIC) DeregMR(owner uint32, req vproto.DeregMR) error {
+	return n.regions.Remove(owner, req.LKey)
+}
+
 func (n *loopNIC) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.next++
 	qpn := 0x100 + n.next
 	n.qps[qpn] = &loopQP{owner: owner}
-	return vproto.QPInfo{QPN: qpn, PSN: 7}, nil
+	return vproto.QPInfo{QPN: qpn, PSN: 7, MTU: 2048, Window: 1024, MaxWImm: 64}, nil
 }
 
 func (n *loopNIC) ConnectQP(owner uint32, req vproto.ConnectQP) error {
@@ -83,10 +104,15 @@ func (n *loopNIC) Post(owner uint32, wrs []vproto.WR) {
 		case q == nil || q.owner != owner:
 			st = vproto.StatusLocQPOpErr
 		case !w.Op.Supported():
-			st = vproto.StatusRemInvReqErr
+			st = vproto.StatusLocQPOpErr
 		default:
-			src, err := n.regions.Local(owner, w.LKey, w.LocalAddr, w.Len)
-			if err != nil {
+			// Each session is its protection domain, as in the daemon.
+			r, ok := n.regions.Region(owner, w.LKey, mrc.LocalKey)
+			var src []byte
+			if ok {
+				src, ok = r.Slice(w.LocalAddr, w.Len)
+			}
+			if !ok {
 				st = vproto.StatusLocProtErr
 				break
 			}
@@ -95,7 +121,12 @@ func (n *loopNIC) Post(owner uint32, wrs []vproto.WR) {
 				st = vproto.StatusLocQPOpErr
 				break
 			}
-			if dst, err = n.regions.Remote(peer.owner, w.RKey, w.RemoteAddr, w.Len); err != nil {
+			r, ok = n.regions.Region(peer.owner, w.RKey, mrc.RemoteKey)
+			ok = ok && r.Access&mrc.AccessRemoteWrite != 0
+			if ok {
+				dst, ok = r.Slice(w.RemoteAddr, w.Len)
+			}
+			if !ok {
 				st = vproto.StatusRemAccessErr
 				break
 			}
@@ -127,13 +158,13 @@ func (n *loopNIC) CloseOwner(owner uint32) {
 			delete(n.qps, k)
 		}
 	}
+	n.regions.Release(owner)
 }
 
 func startLoop(t *testing.T) (string, *service.Service) {
 	t.Helper()
-	regions := service.NewRegions()
-	nic := &loopNIC{regions: regions, qps: map[uint32]*loopQP{}}
-	svc := service.New(nic, regions, slog.New(slog.DiscardHandler))
+	nic := &loopNIC{regions: regions.New(), qps: map[uint32]*loopQP{}}
+	svc := service.New(nic, slog.New(slog.DiscardHandler))
 	nic.svc = svc
 	path := filepath.Join(t.TempDir(), "dev.sock")
 	if err := svc.Listen(path); err != nil {
@@ -167,11 +198,10 @@ func pair(t *testing.T, path string) (a, b *verbs.Device, qa, qb *verbs.QP) {
 	if qb, err = b.CreateQP(verbs.QPConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	addrs := []netip.Addr{netip.MustParseAddr("fd00::1")}
-	if err := qa.Connect(verbs.Remote{RemoteQPN: qb.QPN, RemoteAddrs: addrs}); err != nil {
+	if err := qa.Connect(qb.ConnectInfo()); err != nil {
 		t.Fatal(err)
 	}
-	if err := qb.Connect(verbs.Remote{RemoteQPN: qa.QPN, RemoteAddrs: addrs}); err != nil {
+	if err := qb.Connect(qa.ConnectInfo()); err != nil {
 		t.Fatal(err)
 	}
 	return a, b, qa, qb
@@ -189,11 +219,11 @@ func waitCQE(t *testing.T, d *verbs.Device) verbs.Completion {
 func TestWriteLandsInPeerMemory(t *testing.T) {
 	path, _ := startLoop(t)
 	a, b, qa, _ := pair(t, path)
-	src, err := a.RegMR(10000)
+	src, err := a.RegMR(10000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := b.RegMR(20000)
+	dst, err := b.RegMR(20000, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +252,9 @@ func TestWriteLandsInPeerMemory(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	path, _ := startLoop(t)
 	a, b, qa, qb := pair(t, path)
-	src, _ := a.RegMR(4096)
-	dst, _ := b.RegMR(4096)
+	src, _ := a.RegMR(4096, 0)
+	dst, _ := b.RegMR(4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	ro, _ := b.RegMR(4096, verbs.AccessLocalWrite)
 	pattern(src.Buf, 1)
 	for _, tc := range []struct {
 		name string
@@ -233,7 +264,8 @@ func TestBadRequests(t *testing.T) {
 		{"unregistered rkey", vproto.WR{Op: vproto.OpWrite, Len: 16, RemoteAddr: dst.Addr, RKey: dst.RKey ^ 0xffff}, verbs.StatusRemAccessErr},
 		{"VA out of bounds", vproto.WR{Op: vproto.OpWrite, Len: 16, RemoteAddr: dst.Addr + 4090, RKey: dst.RKey}, verbs.StatusRemAccessErr},
 		{"VA below region", vproto.WR{Op: vproto.OpWrite, Len: 16, RemoteAddr: dst.Addr - 1, RKey: dst.RKey}, verbs.StatusRemAccessErr},
-		{"unsupported opcode", vproto.WR{Op: vproto.OpRead, Len: 16, RemoteAddr: dst.Addr, RKey: dst.RKey}, verbs.StatusRemInvReqErr},
+		{"region without remote-write access", vproto.WR{Op: vproto.OpWrite, Len: 16, RemoteAddr: ro.Addr, RKey: ro.RKey}, verbs.StatusRemAccessErr},
+		{"unsupported opcode", vproto.WR{Op: vproto.OpRead, Len: 16, RemoteAddr: dst.Addr, RKey: dst.RKey}, verbs.StatusLocQPOpErr},
 		{"another application's QP", vproto.WR{QPN: qb.QPN, Op: vproto.OpWrite, Len: 16, RemoteAddr: dst.Addr, RKey: dst.RKey}, verbs.StatusLocQPOpErr},
 		{"local range outside lkey", vproto.WR{Op: vproto.OpWrite, Len: 5000, RemoteAddr: dst.Addr, RKey: dst.RKey}, verbs.StatusLocProtErr},
 		{"another application's lkey", vproto.WR{Op: vproto.OpWrite, Len: 16, LKey: dst.LKey, LocalAddr: dst.Addr, RemoteAddr: dst.Addr, RKey: dst.RKey}, verbs.StatusLocProtErr},
@@ -254,7 +286,7 @@ func TestBadRequests(t *testing.T) {
 			if c.Status != tc.want || c.ID != 99 {
 				t.Fatalf("completion %+v (%v), want status %v", c, c.Status, tc.want)
 			}
-			if !bytes.Equal(dst.Buf, make([]byte, len(dst.Buf))) {
+			if !bytes.Equal(dst.Buf, make([]byte, len(dst.Buf))) || !bytes.Equal(ro.Buf, make([]byte, len(ro.Buf))) {
 				t.Fatal("bad request wrote into the target region")
 			}
 		})
@@ -280,7 +312,7 @@ func TestDeviceGoneIsReported(t *testing.T) {
 	if !strings.Contains(err.Error(), "daemon stopping for the test") {
 		t.Errorf("error does not carry the daemon's reason: %v", err)
 	}
-	if _, err := a.RegMR(4096); !errors.Is(err, verbs.ErrDeviceGone) {
+	if _, err := a.RegMR(4096, 0); !errors.Is(err, verbs.ErrDeviceGone) {
 		t.Fatalf("RegMR on a dead device: %v", err)
 	}
 	if time.Since(start) > 5*time.Second {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/telemetry"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // Watch streams mrc-nicd's telemetry: it opens its own session on the

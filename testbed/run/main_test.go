@@ -19,7 +19,7 @@ import (
 
 	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/service"
-	"github.com/softmrc/softmrc/nic/verbs/vproto"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/testbed/netns"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/probe"
@@ -163,7 +163,7 @@ func fakeNICd(args []string) int {
 		fmt.Fprintln(os.Stderr, "fake mrc-nicd:", err)
 		return 1
 	}
-	svc := service.New(noQPs{host: c.Host}, service.NewRegions(), nil)
+	svc := service.New(noQPs{host: c.Host}, nil)
 	if err := svc.Listen(c.DeviceSocket); err != nil {
 		fmt.Fprintln(os.Stderr, "fake mrc-nicd:", err)
 		return 1
@@ -184,6 +184,10 @@ func (n noQPs) Info() vproto.DeviceInfo { return vproto.DeviceInfo{Host: n.host,
 func (noQPs) CreateQP(uint32, vproto.CreateQP) (vproto.QPInfo, error) {
 	return vproto.QPInfo{}, errFake
 }
+func (noQPs) RegMR(uint32, int, vproto.RegMR) (vproto.MRInfo, error) {
+	return vproto.MRInfo{}, errFake
+}
+func (noQPs) DeregMR(uint32, vproto.DeregMR) error     { return errFake }
 func (noQPs) ConnectQP(uint32, vproto.ConnectQP) error { return errFake }
 func (noQPs) DestroyQP(uint32, uint32) error           { return errFake }
 func (noQPs) Post(uint32, []vproto.WR)                 {}

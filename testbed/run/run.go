@@ -28,7 +28,8 @@ import (
 
 // Options tune Up.
 type Options struct {
-	// BinDir holds mrc-switchd and mrc-nicd; empty means $MRC_BIN, then PATH.
+	// BinDir holds mrc-switchd and mrc-nicd; empty means the folder of the
+	// running executable, then $MRC_BIN, then PATH.
 	BinDir string
 	// Render writes mrc-switchd configs; nil means plan.DefaultSwitchConfig.
 	Render plan.SwitchConfigRenderer
@@ -57,12 +58,29 @@ func (o *Options) defaults() {
 
 // ErrNoSwitchd reports that the xdp dataplane was asked for but no
 // mrc-switchd binary was found.
-var ErrNoSwitchd = errors.New("mrc-switchd not found (looked in --bin, $MRC_BIN and PATH): build it with `make build` and pass --bin bin, or use dataplane: kernel")
+var ErrNoSwitchd = errors.New("mrc-switchd not found (looked in --bin, beside mrc-testbed, in $MRC_BIN and PATH): build it with `make build` (bin/mrc-testbed then finds bin/mrc-switchd) or pass --bin DIR, or use dataplane: kernel")
 
-// FindBin looks for a daemon binary in dir, then $MRC_BIN, then PATH; "" if
-// none.
+// executable is os.Executable; tests stand in for mrc-testbed's own path.
+var executable = os.Executable
+
+// besideExecutable is the folder of the running program (symlinks
+// resolved): `make build` puts every binary in bin/, so bin/mrc-testbed
+// finds bin/mrc-switchd and bin/mrc-nicd with no flag.
+func besideExecutable() string {
+	p, err := executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return filepath.Dir(p)
+}
+
+// FindBin looks for a daemon binary in dir (--bin), then beside the running
+// executable, then in $MRC_BIN, then PATH; "" if none.
 func FindBin(dir, name string) string {
-	for _, d := range []string{dir, os.Getenv("MRC_BIN")} {
+	for _, d := range []string{dir, besideExecutable(), os.Getenv("MRC_BIN")} {
 		if d == "" {
 			continue
 		}

@@ -172,6 +172,10 @@ type Sample struct {
 // Start posts its requests.
 func (f *Fabric) Connect(src, dst int, qc mrc.QPConfig, size, msgSize, depth int) (*Flow, error) {
 	a, b := f.Nodes[src], f.Nodes[dst]
+	// Each flow is its own application: its own protection domain on both
+	// hosts, so a flow's writes can only land in its own region.
+	id := len(f.Flows)
+	qc.PD = uint32(id + 1)
 	sq, err := a.E.CreateQP(qc)
 	if err != nil {
 		return nil, err
@@ -188,7 +192,6 @@ func (f *Fabric) Connect(src, dst int, qc mrc.QPConfig, size, msgSize, depth int
 	if err := b.E.Connect(rq, ai); err != nil {
 		return nil, fmt.Errorf("connect receiver: %w", err)
 	}
-	id := len(f.Flows)
 	fl := &Flow{f: f, Src: src, Dst: dst, SQ: sq, RQ: rq, Size: size, MsgSize: msgSize, Depth: depth,
 		src: make([]byte, size), dst: make([]byte, size), rkey: uint32(0x1000 + id)}
 	r := rand.New(rand.NewPCG(f.seed^0xabcdef, uint64(id)))
@@ -198,7 +201,7 @@ func (f *Fabric) Connect(src, dst int, qc mrc.QPConfig, size, msgSize, depth int
 			fl.src[i+k] = byte(v >> (8 * k))
 		}
 	}
-	b.Mem.Register(fl.rkey, fl.remoteVA(), fl.dst, mrc.AccessRemoteWrite)
+	b.Mem.RegisterPD(qc.PD, 0, fl.rkey, fl.remoteVA(), fl.dst, mrc.AccessLocalWrite|mrc.AccessRemoteWrite)
 	f.Flows = append(f.Flows, fl)
 	f.byQP[qpKey{src, sq}] = fl
 	f.byQP[qpKey{dst, rq}] = fl

@@ -55,7 +55,11 @@ func (p *Pair) Close() error {
 }
 
 // Run starts two daemons with planes ports each; Close stops them.
-func Run(planes int) (*Pair, error) {
+func Run(planes int) (*Pair, error) { return RunWith(planes, nil) }
+
+// RunWith is Run with tune applied to host 1's and host 2's config (host
+// is 1 or 2) before its daemon starts: tests of mismatched settings.
+func RunWith(planes int, tune func(host int, c *config.Config)) (*Pair, error) {
 	dir, err := os.MkdirTemp("", "mrcnic")
 	if err != nil {
 		return nil, err
@@ -72,6 +76,9 @@ func Run(planes int) (*Pair, error) {
 	log := slog.New(slog.DiscardHandler)
 	for i := 0; i < 2; i++ {
 		cfg := Config(dir, i+1, planes)
+		if tune != nil {
+			tune(i+1, cfg)
+		}
 		ports := make([]xsk.Port, planes)
 		for k, p := range pr.Pipes[i] {
 			ports[k] = p
@@ -110,9 +117,12 @@ func Run(planes int) (*Pair, error) {
 }
 
 // Start runs two daemons until the test ends.
-func Start(t testing.TB, planes int) *Pair {
+func Start(t testing.TB, planes int) *Pair { t.Helper(); return StartWith(t, planes, nil) }
+
+// StartWith is RunWith until the test ends.
+func StartWith(t testing.TB, planes int, tune func(host int, c *config.Config)) *Pair {
 	t.Helper()
-	pr, err := Run(planes)
+	pr, err := RunWith(planes, tune)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,3 +139,20 @@ func FuzzParseHeader(f *testing.F) {
 		}
 	})
 }
+
+func TestAccessCheck(t *testing.T) {
+	for _, tc := range []struct {
+		a  Access
+		ok bool
+	}{
+		{0, true},
+		{AccessLocalWrite, true},
+		{AccessLocalWrite | AccessRemoteWrite, true},
+		{AccessRemoteWrite, false}, // verbs: remote write needs local write
+		{1 << 5, false},            // remote read, atomics: not in MRC
+	} {
+		if err := tc.a.Check(); (err == nil) != tc.ok {
+			t.Errorf("Access(%#x).Check() = %v, want ok=%v", uint32(tc.a), err, tc.ok)
+		}
+	}
+}

@@ -21,8 +21,10 @@ import (
 	"net/netip"
 )
 
-// Version is the protocol version; Hello fails on a mismatch.
-const Version = 1
+// Version is the protocol version; Hello fails on a mismatch. Version 2:
+// access flags on RegMR, the QP's transport parameters in CreateQP's reply
+// and ConnectQP.
+const Version = 2
 
 // HeaderLen is the size of the message header.
 const HeaderLen = 8
@@ -237,8 +239,8 @@ const (
 	StatusLocQPOpErr   Status = 2  // QP not connected, or not owned by this application
 	StatusLocProtErr   Status = 4  // local address/lkey not in a region of this application
 	StatusWRFlushErr   Status = 5  // QP destroyed or in error before the WR finished
-	StatusRemInvReqErr Status = 9  // unsupported opcode
-	StatusRemAccessErr Status = 10 // remote rkey unknown, or VA range outside its region
+	StatusRemInvReqErr Status = 9  // the responder found the request invalid
+	StatusRemAccessErr Status = 10 // remote rkey unknown, without remote-write access, or VA range outside its region
 	StatusRemOpErr     Status = 11 // the remote could not complete the operation
 	StatusRetryExcErr  Status = 12 // transport gave up (no acknowledgement)
 	StatusGeneralErr   Status = 21 // anything else
@@ -248,11 +250,11 @@ const (
 var statusText = map[Status]string{
 	StatusSuccess:      "success",
 	StatusLocLenErr:    "local length error: message longer than the device's maximum",
-	StatusLocQPOpErr:   "local QP operation error: QP unknown, not connected, or owned by another application",
+	StatusLocQPOpErr:   "local QP operation error: QP unknown, not connected, owned by another application, or the opcode is not supported by MRC (only RDMA Write and Write-with-Immediate)",
 	StatusLocProtErr:   "local protection error: local address range is not inside a region registered by this application (check lkey and length)",
 	StatusWRFlushErr:   "work request flushed: the QP was destroyed or moved to error",
-	StatusRemInvReqErr: "invalid request: opcode not supported by MRC (only RDMA Write and Write-with-Immediate)",
-	StatusRemAccessErr: "remote access error: the remote rkey is not registered, or the VA range is outside its region",
+	StatusRemInvReqErr: "remote invalid request: the responder found the request malformed",
+	StatusRemAccessErr: "remote access error: the remote rkey is not registered by the peer QP's application, its region was not registered with remote-write access, or the VA range is outside it",
 	StatusRemOpErr:     "remote operation error: the responder could not complete the write",
 	StatusRetryExcErr:  "transport retry exceeded: the peer did not acknowledge in time",
 	StatusGeneralErr:   "general error",
@@ -373,11 +375,33 @@ type PortInfo struct {
 	Up        bool       `json:"up"`
 }
 
+// Access is a region's access rights, with ibv_access_flags' values. Local
+// read is always granted. Remote write requires local write (as in verbs).
+type Access uint32
+
+// Access flags.
+const (
+	AccessLocalWrite  Access = 1 << 0 // IBV_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite Access = 1 << 1 // IBV_ACCESS_REMOTE_WRITE: peers may write with the rkey
+)
+
+// Check returns an error saying what is wrong with a, or nil.
+func (a Access) Check() error {
+	if a&^(AccessLocalWrite|AccessRemoteWrite) != 0 {
+		return fmt.Errorf("access %#x: only local write (1) and remote write (2) are supported", uint32(a))
+	}
+	if a&AccessRemoteWrite != 0 && a&AccessLocalWrite == 0 {
+		return fmt.Errorf("access %#x: remote write needs local write too (as in verbs)", uint32(a))
+	}
+	return nil
+}
+
 // RegMR registers the memfd passed alongside as a region of Len bytes that
-// the application maps at Addr.
+// the application maps at Addr, with Access rights.
 type RegMR struct {
-	Addr uint64 `json:"addr"`
-	Len  uint64 `json:"len"`
+	Addr   uint64 `json:"addr"`
+	Len    uint64 `json:"len"`
+	Access Access `json:"access"`
 }
 
 // MRInfo answers RegMR.
@@ -397,10 +421,17 @@ type CreateQP struct {
 	SQDepth int `json:"sq_depth"`
 }
 
-// QPInfo answers CreateQP.
+// QPInfo answers CreateQP: what the peer needs to connect to the QP
+// (exchanged out of band with the port addresses).
 type QPInfo struct {
 	QPN uint32 `json:"qpn"`
 	PSN uint32 `json:"psn"` // initial send PSN
+	// MTU is the payload bytes per packet, Window the receive window (MPR)
+	// in packets and MaxWImm the Write-with-Immediate messages it accepts
+	// in flight.
+	MTU     int `json:"mtu"`
+	Window  int `json:"window"`
+	MaxWImm int `json:"max_wimm"`
 }
 
 // ConnectQP connects a QP to a remote QP (RTR+RTS in one step).
@@ -410,8 +441,14 @@ type ConnectQP struct {
 	RemotePSN uint32 `json:"remote_psn"`
 	// RemoteAddrs are the peer's port addresses, indexed by plane.
 	RemoteAddrs []netip.Addr `json:"remote_addrs"`
-	// EVs is the QP's EV set; empty lets the daemon choose (spread over every
-	// plane and T1).
+	// The peer's MTU, window and Write-with-Immediate cap, from its
+	// CreateQP reply (QPInfo); all are required. Different MTUs fail here.
+	RemoteMTU     int `json:"remote_mtu"`
+	RemoteWindow  int `json:"remote_window"`
+	RemoteMaxWImm int `json:"remote_max_wimm"`
+	// EVs, when set, is the QP's active EV set, used as given (1..256 EVs,
+	// on planes both ends have); empty lets the daemon choose the device's
+	// EV count, spread over every plane and T1.
 	EVs []uint32 `json:"evs,omitempty"`
 }
 
