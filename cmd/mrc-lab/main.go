@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -106,6 +107,7 @@ func load(a string) (*scenario.Scenario, error) {
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	argv := strings.Join(args, " ")
 	fs := flag.NewFlagSet("mrc-lab run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -164,6 +166,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			dir := filepath.Join(*out, name)
 			o := lab.Run(ctx, s, lab.Options{BinDir: *bin, OutDir: dir, Progress: stderr, Log: log})
+			o.Label = name
 			path, err := report.Write(dir, o)
 			if err != nil {
 				fmt.Fprintf(stderr, "mrc-lab: writing the report of %s: %v\n", name, err)
@@ -194,8 +197,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# mrc-lab results\n\nCommand: `mrc-lab run --out %s %s`; %d runs in %v, finished %s.\n\n",
-		*out, strings.Join(names, " "), len(outs), time.Since(start).Round(time.Second), time.Now().UTC().Format(time.RFC3339))
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "# mrc-lab results\n\nCommand: `mrc-lab run %s`; %d runs in %v on %s (%d CPUs), finished %s. Scenarios: %s.\n\n",
+		argv, len(outs), time.Since(start).Round(time.Second), host, runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), strings.Join(names, ", "))
+	b.WriteString(report.Tally(outs))
+	b.WriteString("\n")
 	b.WriteString(report.Summary(outs))
 	b.WriteString("\n")
 	for _, s := range sections {

@@ -67,6 +67,8 @@ type FlowResult struct {
 
 // Outcome is a finished scenario.
 type Outcome struct {
+	// Label names the run in reports (the scenario's name, or name-runN).
+	Label    string
 	Scenario *scenario.Scenario
 	Plan     *plan.Plan
 	Faults   []Applied
@@ -79,7 +81,10 @@ type Outcome struct {
 	// RTT is the median smoothed RTT the senders' QPs reported (0: none).
 	RTT  time.Duration
 	Took time.Duration
-	Err  error // the run itself failed (bring-up, sampling, a fault)
+	// LoadBefore and LoadAfter are the machine's 1-minute load average
+	// when the run started and ended (2 vCPUs here).
+	LoadBefore, LoadAfter string
+	Err                   error // the run itself failed (bring-up, sampling, a fault)
 }
 
 // Pass is true when the run completed and every expectation passed.
@@ -115,21 +120,21 @@ func (d data) RTT() time.Duration { return d.o.RTT }
 
 // FaultTime implements verdict.Data: faults[i] of the scenario file (not
 // the random ones) took effect when its batch's request returned.
-func (d data) FaultTime(i int) (at, next time.Duration, ok bool) {
+func (d data) FaultTime(i int) (sent, done, next time.Duration, ok bool) {
 	if i < 0 || i >= len(d.o.Scenario.Faults) {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	want := d.o.Scenario.Faults[i]
 	next = d.o.Scenario.End()
 	for _, a := range d.o.Faults {
 		if ok && a.At > want.At {
-			return at, a.Sent, true
+			return sent, done, a.Sent, true
 		}
 		if !ok && a.Line == want.Line && a.Target == want.Target && a.At == want.At && a.Err == nil {
-			at, ok = a.T, true
+			sent, done, ok = a.Sent, a.T, true
 		}
 	}
-	return at, next, ok
+	return sent, done, next, ok
 }
 
 func (d data) ToolErrors() []string {
@@ -157,13 +162,28 @@ func randPrefix() string {
 // returns, whatever happened.
 func Run(ctx context.Context, s *scenario.Scenario, o Options) *Outcome {
 	start := time.Now()
-	out := &Outcome{Scenario: s, Series: map[string]series.Series{}}
+	out := &Outcome{Label: s.Name, Scenario: s, Series: map[string]series.Series{}, LoadBefore: loadAvg()}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	out.Err = runScenario(ctx, s, o, out)
 	out.Took = time.Since(start)
+	out.LoadAfter = loadAvg()
 	return out
+}
+
+// loadAvg is the 1-minute load average (/proc/loadavg), to show how busy
+// the machine was; "" if unreadable.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outcome) (err error) {
@@ -337,7 +357,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	for i, f := range s.Traffic {
 		src, dst := pl.Host(f.From), pl.Host(f.To)
 		args := []string{wbw, "-d", run.NICSocket(src), "-p", strconv.Itoa(perf.DefaultPort + 1 + i), "-s", strconv.Itoa(f.Size),
-			"-q", strconv.Itoa(f.QPs), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json"}
+			"-q", strconv.Itoa(f.QPs), "-t", strconv.Itoa(f.TxDepth), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json"}
 		if f.Verify {
 			args = append(args, "--verify")
 		}

@@ -93,7 +93,7 @@ func value(v float64, unit string) string {
 func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 	s := o.Scenario
 	var b strings.Builder
-	fmt.Fprintf(&b, "## %s — %s\n\n", s.Name, Verdict(o))
+	fmt.Fprintf(&b, "## %s — %s\n\n", label(o), Verdict(o))
 	if s.Title != "" {
 		fmt.Fprintf(&b, "%s\n\n", s.Title)
 	}
@@ -104,8 +104,11 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 	if top == "" {
 		top = s.Topology.File
 	}
-	fmt.Fprintf(&b, "Topology %s; sampling every %v; %d samples; %d faults applied; took %v. Scenario file `%s`.\n\n",
-		top, s.Interval, o.Samples, len(o.Faults), o.Took.Round(100*time.Millisecond), s.Source)
+	fmt.Fprintf(&b, "Topology %s; sampling every %v; %d samples; %d faults applied; took %v; load average %s → %s. Scenario file `%s`.\n\n",
+		top, s.Interval, o.Samples, len(o.Faults), o.Took.Round(100*time.Millisecond), o.LoadBefore, o.LoadAfter, s.Source)
+	if o.RTT > 0 {
+		fmt.Fprintf(&b, "Median smoothed RTT of the senders' QPs: %v.\n\n", o.RTT.Round(time.Microsecond))
+	}
 	if o.Err != nil {
 		fmt.Fprintf(&b, "**The run failed:** %v\n\n", o.Err)
 	}
@@ -141,10 +144,10 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 		b.WriteString("\n")
 	}
 	if len(o.Faults) > 0 {
-		b.WriteString("Faults (planned → applied, relative to the traffic start): ")
+		b.WriteString("Faults (planned → requested..returned, relative to the traffic start): ")
 		var fs []string
 		for _, f := range o.Faults {
-			fs = append(fs, fmt.Sprintf("%v→%v %s %s", f.At, f.T.Round(time.Millisecond), f.Target, f.Op))
+			fs = append(fs, fmt.Sprintf("%v→%v..%v %s %s", f.At, f.Sent.Round(time.Millisecond), f.T.Round(time.Millisecond), f.Target, f.Op))
 		}
 		b.WriteString(strings.Join(fs, "; "))
 		b.WriteString(".\n\n")
@@ -155,13 +158,42 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 	return b.String()
 }
 
+func label(o *lab.Outcome) string {
+	if o.Label != "" {
+		return o.Label
+	}
+	return o.Scenario.Name
+}
+
+// Tally counts, per scenario, the runs whose every claim passed.
+func Tally(outs []*lab.Outcome) string {
+	var names []string
+	pass, runs := map[string]int{}, map[string]int{}
+	for _, o := range outs {
+		n := o.Scenario.Name
+		if runs[n] == 0 {
+			names = append(names, n)
+		}
+		runs[n]++
+		if o.Pass() {
+			pass[n]++
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| scenario | runs with every claim passing |\n|---|---|\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s | %d of %d |\n", n, pass[n], runs[n])
+	}
+	return b.String()
+}
+
 // Summary is one row per scenario for the combined report.
 func Summary(outs []*lab.Outcome) string {
 	var b strings.Builder
 	b.WriteString("| scenario | claim | measured | passes if | verdict |\n|---|---|---|---|---|\n")
 	for _, o := range outs {
 		if o.Err != nil {
-			fmt.Fprintf(&b, "| %s | (run failed) | %s | | **ERROR** |\n", o.Scenario.Name, strings.ReplaceAll(o.Err.Error(), "|", "/"))
+			fmt.Fprintf(&b, "| %s | (run failed) | %s | | **ERROR** |\n", label(o), strings.ReplaceAll(o.Err.Error(), "|", "/"))
 			continue
 		}
 		for _, r := range o.Results {
@@ -169,7 +201,7 @@ func Summary(outs []*lab.Outcome) string {
 			if r.Pass {
 				v = "PASS"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | **%s** |\n", o.Scenario.Name, r.Claim, value(r.Measured, r.Unit), r.Bounds, v)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | **%s** |\n", label(o), r.Claim, value(r.Measured, r.Unit), r.Bounds, v)
 		}
 	}
 	return b.String()

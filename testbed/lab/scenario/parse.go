@@ -38,7 +38,7 @@ var (
 	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
 	topoFields   = []string{"preset", "file", "links"}
 	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
-	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify"}
+	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth"}
 	faultFields  = []string{"at", "target", "op"}
 	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
 	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
@@ -227,7 +227,7 @@ func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
 }
 
 func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
-	f := Flow{QPs: 1, Size: 32 << 10, Tool: "mrc-write-bw", Line: n.Line}
+	f := Flow{QPs: 1, Size: 32 << 10, Tool: "mrc-write-bw", TxDepth: 16, Line: n.Line}
 	err := p.mapping(n, field, flowFields, func(k string, v *yaml.Node) error {
 		path := field + "." + k
 		var err error
@@ -261,6 +261,8 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			}
 		case "verify":
 			f.Verify, err = p.boolean(v, path)
+		case "tx_depth":
+			f.TxDepth, err = p.intIn(v, path, 1, 8192)
 		}
 		return err
 	})

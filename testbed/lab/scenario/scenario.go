@@ -53,7 +53,12 @@ type Flow struct {
 	Start    time.Duration
 	Duration time.Duration // whole seconds (mrc-write-bw -D)
 	Verify   bool
-	Line     int
+	// TxDepth is mrc-write-bw -t: work requests in flight per QP. The
+	// default 16 keeps what is queued when the duration ends small (the
+	// tool waits for every posted write: its default 128 × 4 QPs × 32 KiB
+	// = 16 MiB took 1.3 s to drain at 100 Mbit/s, and runs overran -D by 2 s).
+	TxDepth int
+	Line    int
 }
 
 // Fault is one timeline entry.

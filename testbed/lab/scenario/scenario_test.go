@@ -41,6 +41,9 @@ func TestParseGood(t *testing.T) {
 	if s.Interval != 20*time.Millisecond || len(s.Traffic) != 1 || s.Traffic[0].Size != 32<<10 || s.Traffic[0].QPs != 2 || !s.Traffic[0].Verify {
 		t.Errorf("parsed %+v", s)
 	}
+	if s.Traffic[0].TxDepth != 16 {
+		t.Errorf("tx_depth default %d", s.Traffic[0].TxDepth)
+	}
 	if len(s.Faults) != 2 || s.Faults[0].Op.Kind != "down" || s.Faults[1].At != 2*time.Second {
 		t.Errorf("faults %+v", s.Faults)
 	}
@@ -90,6 +93,7 @@ func TestParseErrors(t *testing.T) {
 		{"flow size", rep("size: 32KiB", "size: 2GiB"), `x.yaml:8: traffic[0].size: bad size "2GiB"`},
 		{"flow fractional duration", rep("duration: 3s", "duration: 2.5s"), "x.yaml:8: traffic[0].duration: 2.5s is not a whole number of seconds (allowed: whole seconds"},
 		{"flow no duration", rep(", duration: 3s", ""), "x.yaml:8: traffic[0].duration: missing"},
+		{"flow tx_depth", rep("qps: 2,", "qps: 2, tx_depth: 0,"), "x.yaml:8: traffic[0].tx_depth: 0 is out of range (allowed: an integer from 1 to 8192)"},
 		{"flow tool", rep("qps: 2,", "tool: ib_write_bw, qps: 2,"), `x.yaml:8: traffic[0].tool: unknown value "ib_write_bw" (allowed: mrc-write-bw)`},
 		{"fault op", rep("op: down", "op: explode"), `x.yaml:10: faults[0].op: bad op "explode" (allowed: down | up | blackhole`},
 		{"fault loss", rep("op: down", "op: loss=200%"), `x.yaml:10: faults[0].op: bad op "loss=200%"`},

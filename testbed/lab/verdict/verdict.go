@@ -20,10 +20,11 @@ type Data interface {
 	Capacity(name string) (float64, error)
 	// ToolErrors lists the traffic processes that failed, one line each.
 	ToolErrors() []string
-	// FaultTime is when faults[i] of the scenario took effect, relative to
+	// FaultTime is when faults[i] of the scenario was requested (sent) and
+	// when the request returned (done: it had taken effect), relative to
 	// the traffic's zero, and when the next fault after it was requested
 	// (the end of the run if none); false: it was not applied.
-	FaultTime(i int) (at, next time.Duration, ok bool)
+	FaultTime(i int) (sent, done, next time.Duration, ok bool)
 	// RTT is the flows' typical round-trip time (0: unknown); recovery
 	// times are also given in RTTs.
 	RTT() time.Duration
@@ -51,18 +52,21 @@ func Check(e scenario.Expect, d Data) Result {
 	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio"}
 	var err error
 	if e.AfterFault != nil {
-		ft, next, ok := d.FaultTime(*e.AfterFault)
+		sent, ft, next, ok := d.FaultTime(*e.AfterFault)
 		if !ok {
 			r.Detail = fmt.Sprintf("not measured: faults[%d] was not applied", *e.AfterFault)
 			return r
 		}
+		// Windows start from when the fault had surely taken effect;
+		// recovery is timed from when it was requested (it may act
+		// before the request returns), so it is never under-stated.
 		e.Window = scenario.Window{From: ft + e.Window.From, To: ft + e.Window.To}
 		if e.Window.To > next {
 			r.Detail = fmt.Sprintf("not measured: faults[%d] took effect at %v, so the window %v runs into the next fault (requested at %v); the machine applied faults too late for this timeline",
 				*e.AfterFault, ft.Round(time.Millisecond), e.Window, next.Round(time.Millisecond))
 			return r
 		}
-		e.At += ft
+		e.At += sent
 	}
 	switch e.Metric {
 	case scenario.MetricRatio, scenario.MetricDip:

@@ -27,14 +27,16 @@ func (f fake) Series(n string) (series.Series, error) {
 func (f fake) Capacity(string) (float64, error) { return f.cap, nil }
 func (f fake) ToolErrors() []string             { return f.errs }
 func (f fake) RTT() time.Duration               { return 200 * time.Microsecond }
-func (f fake) FaultTime(i int) (time.Duration, time.Duration, bool) {
+func (f fake) FaultTime(i int) (time.Duration, time.Duration, time.Duration, bool) {
 	switch i {
 	case 0:
-		return time.Second, 2 * time.Second, true
+		return time.Second, time.Second, 2 * time.Second, true
 	case 2: // applied 1.5 s late, 0.5 s before the next fault
-		return 3500 * time.Millisecond, 4 * time.Second, true
+		return 3400 * time.Millisecond, 3500 * time.Millisecond, 4 * time.Second, true
+	case 3: // the up at 2 s was requested at 1.95 s and returned at 2.05 s
+		return 1950 * time.Millisecond, 2050 * time.Millisecond, 4 * time.Second, true
 	}
-	return 0, 0, false
+	return 0, 0, 0, false
 }
 
 // steps builds a 10 ms series: full until down, then frac×full until up,
@@ -71,9 +73,11 @@ func TestCheck(t *testing.T) {
 	anchored.AfterFault, anchored.Window = &zero, w(200*time.Millisecond, 900*time.Millisecond)
 	noFault := anchored
 	noFault.AfterFault = &one
-	two := 2
+	two, three := 2, 3
 	late := anchored
 	late.AfterFault = &two
+	recAnchored := rec
+	recAnchored.AfterFault, recAnchored.At, recAnchored.Window = &three, 0, w(950*time.Millisecond, 1850*time.Millisecond)
 	med := ratio
 	med.Median = true
 	// One 100 ms stall (the NIC not scheduled) inside the 700 ms window.
@@ -107,6 +111,9 @@ func TestCheck(t *testing.T) {
 		{"after fault", anchored, pass, 0.75, true},
 		{"after fault that did not happen", noFault, pass, math.NaN(), false},
 		{"after a fault so late the window runs into the next", late, pass, math.NaN(), false},
+		// Timed from the request (1.95 s), not from its return: 130 ms
+		// after 2 s is 180 ms after 1.95 s.
+		{"recovery after fault", recAnchored, pass, 180, true},
 		{"mean counts the stall", ratio, stall, 0.75 * 6 / 7, false},
 		{"tools pass", tools, pass, 0, true},
 		{"tools fail", tools, fail, 1, false},
