@@ -61,12 +61,14 @@ lint:
 # Every shipped scenario on the real testbed, RUNS times in a row; the
 # combined report and the figures go to docs/results/ (docs/lab.md).
 RUNS ?= 3
+# The runs write outside the tree and replace docs/results/ at the end; the
+# raw samples (megabytes per run) are dropped, series.csv keeps the data.
 reproduce: build
 	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-	rm -rf docs/results.new
-	$(BIN)/mrc-lab run --bin $(BIN) --times $(RUNS) --out docs/results.new all; status=$$?; \
-	  find docs/results.new -name samples.jsonl -delete; \
-	  rm -rf docs/results && mv docs/results.new docs/results; exit $$status
+	out=$$(mktemp -d /tmp/mrc-reproduce.XXXXXX); \
+	  $(BIN)/mrc-lab run --bin $(BIN) --times $(RUNS) --out $$out all; status=$$?; \
+	  find $$out -name samples.jsonl -delete; \
+	  rm -rf docs/results && mkdir -p docs && cp -r $$out docs/results && rm -rf $$out; exit $$status
 
 demo: build
 	@test -x testbed/demo.sh || { echo "make demo: the end-to-end demo is not built yet (needs mrc-nicd and mrc-write-bw; see README 'Status')"; exit 1; }
