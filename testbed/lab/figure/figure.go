@@ -16,6 +16,10 @@ import (
 	"github.com/softmrc/softmrc/testbed/lab/series"
 )
 
+// MaxLabels is how many fault marks get a text label; beyond it the
+// labels would overlap and only the lines are drawn.
+const MaxLabels = 12
+
 // Mark is a vertical line at a time, labelled (a fault, a repair).
 type Mark struct {
 	T     time.Duration
@@ -96,6 +100,9 @@ func Save(f Figure, path string, w, h vg.Length) error {
 		l.Color = color.RGBA{0xb0, 0, 0, 255}
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(l)
+		if len(f.Marks) > MaxLabels {
+			continue // a chaos timeline: lines only, the report lists the faults
+		}
 		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: x, Y: top * 0.97}}, Labels: []string{" " + m.Label}})
 		if err == nil {
 			lb.TextStyle[0].Font.Size = vg.Points(7)
