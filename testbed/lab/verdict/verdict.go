@@ -43,6 +43,10 @@ type Result struct {
 	Detail string
 }
 
+// LowBaseline is the share of the emulated capacity below which a ratio's
+// baseline is flagged as not capacity-bound.
+const LowBaseline = 0.8
+
 // Smoothing is how many samples the recovery and dip metrics average, so
 // that one short sampling interval does not count as recovered.
 const Smoothing = 3
@@ -172,6 +176,14 @@ func ratio(e scenario.Expect, d Data, r *Result) error {
 	}
 	r.Measured = m / ref
 	r.Detail = fmt.Sprintf("%s %s over %v / %s", what, human(m, s.Unit), e.Window, refText)
+	// A baseline far below the emulated capacity means the run was bound
+	// by something else (CPU): say so, the ratio is then less telling.
+	if c, err := d.Capacity(e.Series); err == nil && c > 0 && !e.BaselineCapacity {
+		r.Detail += fmt.Sprintf("; the baseline is %.0f %% of the emulated capacity", 100*ref/c)
+		if ref < LowBaseline*c {
+			r.Detail += " (below " + fmt.Sprintf("%.0f", 100*LowBaseline) + " %: this run was not bound by the port models)"
+		}
+	}
 	return nil
 }
 

@@ -118,6 +118,10 @@ func TestCheck(t *testing.T) {
 		{"tools pass", tools, pass, 0, true},
 		{"tools fail", tools, fail, 1, false},
 	}
+	// A baseline at 40 % of the emulated capacity is flagged.
+	if r := Check(ratio, fake{s: pass.s, cap: 250e6}); !strings.Contains(r.Detail, "the baseline is 40 % of the emulated capacity (below 80 %: this run was not bound by the port models)") {
+		t.Errorf("low baseline not flagged: %s", r.Detail)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := Check(c.e, c.d)
@@ -126,6 +130,9 @@ func TestCheck(t *testing.T) {
 			}
 			if r.Detail == "" {
 				t.Error("no detail")
+			}
+			if c.name == "ratio pass" && !strings.Contains(r.Detail, "the baseline is 96 % of the emulated capacity") {
+				t.Errorf("no baseline share: %s", r.Detail)
 			}
 			// 130 ms at a 200 µs RTT.
 			if c.name == "recovery pass" && !strings.Contains(r.Detail, "650 RTTs of 200µs") {
