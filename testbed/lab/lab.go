@@ -641,6 +641,12 @@ type seriesSpec struct {
 // seriesSpecs lists the series of a run: rx:H and rx:H:pP for every flow
 // destination, plus every series an expectation names.
 func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
+	crossT1 := map[string]bool{}
+	for _, f := range s.Traffic {
+		if pl.Host(f.From).T0 != pl.Host(f.To).T0 {
+			crossT1[f.To] = true
+		}
+	}
 	var names []string
 	for _, f := range s.Traffic {
 		if !slices.Contains(names, "rx:"+f.To) {
@@ -662,7 +668,7 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 	}
 	var out []seriesSpec
 	for _, n := range names {
-		sp, err := specFor(pl, n)
+		sp, err := specFor(pl, n, crossT1[strings.Split(n, ":")[1]])
 		if err != nil {
 			return nil, err
 		}
@@ -688,7 +694,11 @@ func downlink(pl *plan.Plan, h string, p int) (portRef, *plan.Port, error) {
 	return portRef{}, nil, fmt.Errorf("no T0 port faces %s", peer)
 }
 
-func specFor(pl *plan.Plan, name string) (seriesSpec, error) {
+// specFor derives a series' ports and emulated capacity. crossT1 says
+// whether traffic into a host crosses a T1: then a plane into it carries at
+// most the smaller of its downlink and its T0's fabric ports (the T1 → T0
+// links, same model) when those are modelled.
+func specFor(pl *plan.Plan, name string, crossT1 bool) (seriesSpec, error) {
 	if err := scenario.CheckSeries(pl, name); err != nil {
 		return seriesSpec{}, err
 	}
@@ -713,7 +723,23 @@ func specFor(pl *plan.Plan, name string) (seriesSpec, error) {
 				return sp, err
 			}
 			sp.ports = append(sp.ports, ref)
-			sp.capacity += float64(port.Model.CapacityBps)
+			c := float64(port.Model.CapacityBps)
+			if crossT1 {
+				var fab float64
+				for _, fp := range ref.sw.Ports {
+					if fp.Role == "fabric" {
+						if fp.Model.CapacityBps == 0 {
+							fab = 0
+							break
+						}
+						fab += float64(fp.Model.CapacityBps)
+					}
+				}
+				if fab > 0 && (c == 0 || fab < c) {
+					c = fab
+				}
+			}
+			sp.capacity += c
 		}
 	case "goodput":
 		sp.goodput, sp.host = true, parts[1]
