@@ -16,28 +16,40 @@ import (
 // equal bytes. Non-finite values are written as null (JSON has no NaN);
 // they decode as 0. It allocates only for the key order of a large sample.
 func AppendJSON(dst []byte, s *Sample) []byte {
-	dst = append(dst, `{"t":`...)
-	dst = strconv.AppendInt(dst, s.T, 10)
-	dst = append(dst, `,"src":`...)
-	dst = appendString(dst, s.Source)
-	dst = append(dst, `,"kind":`...)
-	dst = appendString(dst, s.Kind)
-	dst = append(dst, `,"id":`...)
-	dst = appendString(dst, s.ID)
-	dst = append(dst, `,"v":{`...)
-	var arr [48]string
-	keys := arr[:0]
+	var karr [48]string
+	var varr [48]float64
+	keys, vals := karr[:0], varr[:0]
 	for k := range s.Values {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	for _, k := range keys {
+		vals = append(vals, s.Values[k])
+	}
+	return AppendRecord(dst, s.T, s.Source, s.Kind, s.ID, keys, vals)
+}
+
+// AppendRecord is AppendJSON for a sample given as parallel key and value
+// slices: what a daemon uses with a key list sorted once, so that encoding
+// a sample builds no map and sorts nothing. keys must be sorted and unique
+// for the output to equal AppendJSON's.
+func AppendRecord(dst []byte, t int64, src, kind, id string, keys []string, vals []float64) []byte {
+	dst = append(dst, `{"t":`...)
+	dst = strconv.AppendInt(dst, t, 10)
+	dst = append(dst, `,"src":`...)
+	dst = appendString(dst, src)
+	dst = append(dst, `,"kind":`...)
+	dst = appendString(dst, kind)
+	dst = append(dst, `,"id":`...)
+	dst = appendString(dst, id)
+	dst = append(dst, `,"v":{`...)
 	for i, k := range keys {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		v := s.Values[k]
+		v := vals[i]
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			dst = append(dst, "null"...)
@@ -125,8 +137,11 @@ func (d *Decoder) Decode(s *Sample) error {
 // s, replacing its values.
 func Unmarshal(b []byte, s *Sample) error {
 	*s = Sample{}
-	if err := json.Unmarshal(b, s); err != nil {
-		return fmt.Errorf("telemetry sample: %w", err)
+	if fastUnmarshal(b, s) != nil {
+		*s = Sample{}
+		if err := json.Unmarshal(b, s); err != nil {
+			return fmt.Errorf("telemetry sample: %w", err)
+		}
 	}
 	if s.Kind == "" || s.Source == "" {
 		return fmt.Errorf("telemetry sample: missing kind or src in %.80q", b)

@@ -22,6 +22,7 @@ func TestRoundTrip(t *testing.T) {
 		{"switch port", Sample{T: 1, Source: "p0-t0-0", Kind: KindSwitchPort, ID: "u1", Values: map[string]float64{
 			KeyQueueBytes: 0, KeyDrops: 7, KeyECNMarked: 1e15}}},
 		{"no values", Sample{T: 5, Source: "h1", Kind: KindNICPort, ID: "p0", Values: map[string]float64{}}},
+		{"T beyond 2^53", Sample{T: 1<<53 + 1, Source: "h", Kind: KindQP, ID: "x", Values: map[string]float64{}}},
 		{"escapes", Sample{T: -1, Source: "a\"b\\c\n", Kind: KindQP, ID: "\x01é", Values: map[string]float64{"k\"": -0.25}}},
 		{"tiny and huge", Sample{T: 2, Source: "h", Kind: KindQP, ID: "x", Values: map[string]float64{"a": 1e-300, "b": 1e300, "c": -(1 << 60)}}},
 	} {
@@ -200,4 +201,65 @@ func TestNow(t *testing.T) {
 	if b-a < int64(2*time.Millisecond) || b-a > int64(5*time.Second) {
 		t.Fatalf("Now advanced %v over a 2 ms sleep", time.Duration(b-a))
 	}
+}
+
+// TestFastDecodeAgrees: the fast decoder reads what AppendJSON writes
+// exactly as encoding/json does, and other shapes of valid JSON (white
+// space, another key order, escapes, big T) go to encoding/json.
+func TestFastDecodeAgrees(t *testing.T) {
+	samples := []Sample{
+		*mustQP(),
+		{T: 1, Source: "p0-t1-0", Kind: KindSwitchPort, ID: "d0", Values: map[string]float64{KeyQueueBytes: 12345, KeyDrops: 0}},
+		{T: 2, Source: "h0", Kind: KindNICPort, ID: "p1", Values: map[string]float64{}},
+		{T: 3, Source: "h0", Kind: KindQP, ID: "x", Values: map[string]float64{"neg": -1.5e-7, "big": 1e300, "unknown_key": 4}},
+	}
+	for _, s := range samples {
+		line := AppendJSON(nil, &s)
+		var fast, std Sample
+		if err := fastUnmarshal(line, &fast); err != nil {
+			t.Fatalf("fast decoder refused the encoder's own line %s: %v", line, err)
+		}
+		if err := json.Unmarshal(line, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, std) || !reflect.DeepEqual(fast, s) {
+			t.Errorf("line %s:\nfast %+v\n std %+v", line, fast, std)
+		}
+	}
+	for _, other := range []string{
+		`{ "t": 1, "src": "h0", "kind": "qp", "id": "a", "v": {"x": 1} }`,
+		`{"src":"h0","t":1,"kind":"qp","id":"a","v":{"x":1}}`,
+		`{"t":1,"src":"h\u0030","kind":"qp","id":"a","v":{"x":1}}`,
+		`{"t":1.5e3,"src":"h0","kind":"qp","id":"a","v":{"x":1}}`,
+	} {
+		var s Sample
+		if fastUnmarshal([]byte(other), &s) == nil {
+			t.Errorf("fast decoder took %s", other)
+		}
+		if err := Unmarshal([]byte(other), &s); (err != nil) != strings.Contains(other, "1.5e3") || (err == nil && (s.Values["x"] != 1 || s.Source != "h0")) {
+			t.Errorf("Unmarshal(%s) = %+v, %v", other, s, err)
+		}
+	}
+}
+
+func mustQP() *Sample { return qpSample() }
+
+// TestRecord: a Record writes the same line AppendJSON writes for the same
+// values, and refuses keys it was not made with.
+func TestRecord(t *testing.T) {
+	r := NewRecord(KeyTxBytes, KeyDrops, EVStateKey(0, "good"), KeyDrops)
+	r.Set(KeyTxBytes, 10)
+	r.Set(EVStateKey(0, "good"), 3)
+	got := r.Append(nil, 5, "s", KindSwitchPort, "u0")
+	want := AppendJSON(nil, &Sample{T: 5, Source: "s", Kind: KindSwitchPort, ID: "u0",
+		Values: map[string]float64{KeyTxBytes: 10, KeyDrops: 0, EVStateKey(0, "good"): 3}})
+	if !bytes.Equal(got, want) {
+		t.Errorf("Record: %s\nAppendJSON: %s", got, want)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Set of an unknown key did not panic")
+		}
+	}()
+	r.Set("nope", 1)
 }

@@ -188,6 +188,7 @@ func (d *Daemon) destroy(q *qpState) {
 		d.fail(q.owner, uint32(q.qpn), wr.ID, vproto.StatusWRFlushErr, wr.Op, 0)
 	}
 	q.backlog = nil
+	d.teleFinal(q.qpn)
 	_ = d.eng.DestroyQP(q.qpn)
 	d.completions()
 	delete(d.qps, q.qpn)

@@ -179,6 +179,23 @@ func TestTelemetryWatch(t *testing.T) {
 	if evs != float64(a.dev.Info().EVs) {
 		t.Errorf("EV-state gauges add up to %v, want the QP's %d EVs (%v)", evs, a.dev.Info().EVs, last)
 	}
+	// Destroying the QP sends its last sample, marked final, at once.
+	if err := a.qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s, _ := col.last(telemetry.KindQP, qpID)
+		if s.Values[telemetry.KeyFinal] == 1 {
+			if s.Values[telemetry.KeyAckedBytes] != float64(completed) {
+				t.Errorf("final sample: acked_bytes %v, want %d", s.Values[telemetry.KeyAckedBytes], completed)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no final sample of the QP after Destroy")
+		}
+		time.Sleep(time.Millisecond) // the encoder hands it over within a few µs
+	}
 	for _, p := range a.dev.Info().Ports {
 		ps := col.series(telemetry.KindNICPort, p.Name)
 		if len(ps) < len(qs)/2 {

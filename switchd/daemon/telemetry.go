@@ -46,7 +46,10 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 	tick := time.NewTicker(iv)
 	defer tick.Stop()
 	var buf []byte
-	smp := telemetry.Sample{Source: s.d.cfg.Name, Kind: telemetry.KindSwitchPort, Values: map[string]float64{}}
+	var lastWrite time.Time
+	rec := telemetry.NewRecord(telemetry.KeyTxBytes, telemetry.KeyTxPackets, telemetry.KeyRxBytes, telemetry.KeyRxPackets,
+		telemetry.KeyDrops, telemetry.KeyDropBuffer, telemetry.KeyDropFault, telemetry.KeyECNMarked, telemetry.KeyTrimmed,
+		telemetry.KeyFaultDown, telemetry.KeyQueueBytes)
 	for {
 		select {
 		case <-gone:
@@ -55,20 +58,27 @@ func (s *controlServer) watch(c net.Conn, r *bufio.Reader, req ctl.Request) {
 			return
 		case <-tick.C:
 		}
-		buf = s.d.appendSamples(buf[:0], &smp)
-		if len(buf) == 0 {
-			continue // not ready yet
+		buf = s.d.appendSamples(buf, rec)
+		// Samples keep the interval's resolution but go out at most every
+		// flushEvery: at 1 ms, one socket write (and one wakeup of the
+		// client) per 10 samples.
+		if len(buf) == 0 || time.Since(lastWrite) < flushEvery {
+			continue
 		}
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Write(buf); err != nil {
 			return
 		}
+		buf, lastWrite = buf[:0], time.Now()
 	}
 }
 
+// flushEvery is how often a watch writes the samples it has gathered.
+const flushEvery = 10 * time.Millisecond
+
 // appendSamples appends one JSON Lines sample per port to buf (nothing
 // while the data plane is not loaded).
-func (d *Daemon) appendSamples(buf []byte, smp *telemetry.Sample) []byte {
+func (d *Daemon) appendSamples(buf []byte, r *telemetry.Record) []byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.plane == nil {
@@ -76,7 +86,7 @@ func (d *Daemon) appendSamples(buf []byte, smp *telemetry.Sample) []byte {
 	}
 	hang, _ := d.plane.Hang()
 	qr, _ := d.plane.(queueReader)
-	smp.T = telemetry.Now()
+	now := telemetry.Now()
 	for i, p := range d.cfg.Ports {
 		id := dataplane.PortID(i)
 		c, err := d.plane.Counters(id)
@@ -84,29 +94,27 @@ func (d *Daemon) appendSamples(buf []byte, smp *telemetry.Sample) []byte {
 			continue
 		}
 		f, _ := d.plane.Fault(id)
-		v := smp.Values
-		clear(v)
-		smp.ID = p.Name
-		v[telemetry.KeyTxBytes] = float64(c.TxBytes)
-		v[telemetry.KeyTxPackets] = float64(c.TxPackets)
-		v[telemetry.KeyRxBytes] = float64(c.RxBytes)
-		v[telemetry.KeyRxPackets] = float64(c.RxPackets)
-		v[telemetry.KeyDrops] = float64(c.Dropped())
-		v[telemetry.KeyDropBuffer] = float64(c.DropBuffer)
-		v[telemetry.KeyDropFault] = float64(c.DropFault)
-		v[telemetry.KeyECNMarked] = float64(c.ECNMarked)
-		v[telemetry.KeyTrimmed] = float64(c.Trimmed)
+		r.Set(telemetry.KeyTxBytes, float64(c.TxBytes))
+		r.Set(telemetry.KeyTxPackets, float64(c.TxPackets))
+		r.Set(telemetry.KeyRxBytes, float64(c.RxBytes))
+		r.Set(telemetry.KeyRxPackets, float64(c.RxPackets))
+		r.Set(telemetry.KeyDrops, float64(c.Dropped()))
+		r.Set(telemetry.KeyDropBuffer, float64(c.DropBuffer))
+		r.Set(telemetry.KeyDropFault, float64(c.DropFault))
+		r.Set(telemetry.KeyECNMarked, float64(c.ECNMarked))
+		r.Set(telemetry.KeyTrimmed, float64(c.Trimmed))
 		down := 0.0
 		if hang || f.Down || f.Blackhole {
 			down = 1
 		}
-		v[telemetry.KeyFaultDown] = down
+		r.Set(telemetry.KeyFaultDown, down)
+		// A data plane that cannot read its queues (a test fake) reports 0.
+		q := uint64(0)
 		if qr != nil {
-			if q, err := qr.QueueBytes(id, smp.T); err == nil {
-				v[telemetry.KeyQueueBytes] = float64(q)
-			}
+			q, _ = qr.QueueBytes(id, now)
 		}
-		buf = telemetry.AppendJSON(buf, smp)
+		r.Set(telemetry.KeyQueueBytes, float64(q))
+		buf = r.Append(buf, now, d.cfg.Name, telemetry.KindSwitchPort, p.Name)
 	}
 	return buf
 }

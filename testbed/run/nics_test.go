@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,6 +21,16 @@ import (
 // (Before the fix, Up failed: its readiness probe dialled the SOCK_SEQPACKET
 // device socket as SOCK_STREAM, "protocol wrong type for socket".)
 func TestNICsUpTraffic(t *testing.T) {
+	p, bin := upNICs(t)
+	r := writeBW(t, p, bin, "h0", "h3", 65536, 300)
+	t.Logf("h0 -> h3: %d x %d B verified, %.1f %s", r.Iterations, r.MsgSize, r.Average, r.Unit)
+}
+
+// upNICs brings clos-2p up with nics: true through Up and checks that an
+// mrc-nicd runs on every host; cleanup brings it down and checks that
+// nothing is left.
+func upNICs(t *testing.T) (*plan.Plan, string) {
+	t.Helper()
 	needRoot(t)
 	bin := bins(t, "mrc-switchd", "mrc-nicd", "mrc-write-bw")
 	top, err := topo.Preset("clos-2p")
@@ -56,8 +67,17 @@ func TestNICsUpTraffic(t *testing.T) {
 	if nicds != len(p.Hosts) {
 		t.Fatalf("%d mrc-nicd running, want one per host (%d)", nicds, len(p.Hosts))
 	}
+	return p, bin
+}
 
-	src, dst := p.Host("h0"), p.Host("h3")
+// writeBW runs mrc-write-bw --verify from host from to host to (server
+// first, as a user does) and returns the client's result row.
+func writeBW(t *testing.T, p *plan.Plan, bin, from, to string, size, iters int) perf.BWResult {
+	t.Helper()
+	dir := p.RunDir
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src, dst := p.Host(from), p.Host(to)
 	wbw := filepath.Join(bin, "mrc-write-bw")
 	tmp := t.TempDir()
 	srvOut, _ := os.Create(filepath.Join(tmp, "server.out"))
@@ -68,8 +88,7 @@ func TestNICsUpTraffic(t *testing.T) {
 	defer cliErr.Close()
 	srv := make(chan error, 1)
 	go func() { srv <- Exec(ctx, dir, dst.Name, []string{wbw, "-d", NICSocket(dst)}, nil, srvOut, srvOut) }()
-	const size, iters = 65536, 300
-	err = Exec(ctx, dir, src.Name, []string{wbw, "-d", NICSocket(src), "-s", "65536", "-n", "300", "--verify", "--json",
+	err := Exec(ctx, dir, src.Name, []string{wbw, "-d", NICSocket(src), "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters), "--verify", "--json",
 		dst.MgmtAddr.Addr().String()}, nil, cliOut, cliErr)
 	if err != nil {
 		b, _ := os.ReadFile(cliErr.Name())
@@ -92,11 +111,11 @@ func TestNICsUpTraffic(t *testing.T) {
 		t.Fatalf("want one result row, got %+v", doc.Results)
 	}
 	r := doc.Results[0]
-	if r.MsgSize != size || r.Iterations != iters || !r.Verified || r.Mismatches != 0 || r.Average <= 0 {
+	if r.MsgSize != size || r.Iterations != uint64(iters) || !r.Verified || r.Mismatches != 0 || r.Average <= 0 {
 		t.Errorf("result %+v: want %d verified writes of %d bytes, no mismatch", r, iters, size)
 	}
 	if doc.Planes != 2 {
 		t.Errorf("the NIC reports %d planes, want 2", doc.Planes)
 	}
-	t.Logf("h0 -> h3: %d x %d B verified, %.1f %s", r.Iterations, r.MsgSize, r.Average, r.Unit)
+	return r
 }
