@@ -187,12 +187,12 @@ func (noQPs) CreateQP(uint32, vproto.CreateQP) (vproto.QPInfo, error) {
 func (noQPs) RegMR(uint32, int, vproto.RegMR) (vproto.MRInfo, error) {
 	return vproto.MRInfo{}, errFake
 }
-func (noQPs) DeregMR(uint32, vproto.DeregMR) error     { return errFake }
-func (noQPs) ConnectQP(uint32, vproto.ConnectQP) error { return errFake }
-func (noQPs) DestroyQP(uint32, uint32) error           { return errFake }
-func (noQPs) Post(uint32, []vproto.WR)                 {}
-func (noQPs) Ctl(vproto.CtlRequest) (any, error)       { return nil, errFake }
-func (noQPs) CloseOwner(uint32)                        {}
+func (noQPs) DeregMR(uint32, vproto.DeregMR) error               { return errFake }
+func (noQPs) ConnectQP(uint32, vproto.ConnectQP) error           { return errFake }
+func (noQPs) DestroyQP(uint32, uint32) error                     { return errFake }
+func (noQPs) Post(uint32, []vproto.WR)                           {}
+func (noQPs) Ctl(service.Caller, vproto.CtlRequest) (any, error) { return nil, errFake }
+func (noQPs) CloseOwner(uint32)                                  {}
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
