@@ -271,6 +271,18 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			}
 		}
 	}
+	sampledAll := make(chan struct{})
+	sampledAllDone := false
+	sampled := func() bool {
+		for _, sp := range waitFor {
+			for _, k := range sp.ports {
+				if _, ok := last[k.sw.Name+":"+k.port]; !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}
 	moved := func(sp seriesSpec) float64 {
 		var d float64
 		for _, k := range sp.ports {
@@ -298,6 +310,10 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			id := smp.Source + ":" + smp.ID
 			last[id] = smp.Values[telemetry.KeyTxBytes]
 			lastT[id] = smp.T
+			if !sampledAllDone && sampled() {
+				sampledAllDone = true
+				close(sampledAll)
+			}
 			if startBase != nil && t0 == 0 {
 				flowing := true
 				for _, sp := range waitFor {
@@ -319,6 +335,18 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			}
 		})
 	}()
+
+	// The start detection compares counters with their values when the
+	// clients start: wait until every port it watches has been sampled.
+	select {
+	case <-sampledAll:
+	case err := <-samplerDone:
+		return fmt.Errorf("telemetry ended before the traffic started: %v", err)
+	case <-time.After(StartTimeout):
+		return fmt.Errorf("telemetry did not start within %v (no sample yet from a switch the run watches)", StartTimeout)
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted while telemetry started: %w", ctx.Err())
+	}
 
 	// Traffic: servers first (each on its own out-of-band port), then the
 	// clients at their start times. t0 is the traffic start.
@@ -409,8 +437,11 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		return fmt.Errorf("interrupted while the traffic started: %w", ctx.Err())
 	}
 
-	// The fault timeline.
+	// The fault timeline. No new batch starts once the traffic is over
+	// (stopFaults), but one under way finishes: only Ctrl-C (ctx) cuts it.
 	faultsDone := make(chan struct{})
+	fctx, stopFaults := context.WithCancel(tctx)
+	defer stopFaults()
 	go func() {
 		defer close(faultsDone)
 		// Faults planned for the same time go in one batch (one lock, one
@@ -420,7 +451,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			for j < len(timeline) && timeline[j].At == timeline[i].At {
 				j++
 			}
-			if !sleepUntil(tctx, t0, timeline[i].At) {
+			if !sleepUntil(fctx, t0, timeline[i].At) {
 				return
 			}
 			var reqs []run.FaultReq
@@ -428,7 +459,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 				reqs = append(reqs, run.FaultReq{Target: f.Target, Op: f.Op})
 			}
 			sent := rel()
-			ferr := run.Faults(tctx, dir, reqs, run.Options{BinDir: o.BinDir, Log: o.Log})
+			ferr := run.Faults(ctx, dir, reqs, run.Options{BinDir: o.BinDir, Log: o.Log})
 			mu.Lock()
 			for _, f := range timeline[i:j] {
 				out.Faults = append(out.Faults, Applied{Fault: f, Sent: sent, T: rel(), Err: ferr})
@@ -480,8 +511,9 @@ wait:
 			progress(o, "[%s] t=%.1fs/%v  %s  faults %d/%d  samples %d", s.Name, rel().Seconds(), end, strings.Join(parts, "  "), nf, len(timeline), ns)
 		}
 	}
-	cancelTraffic()
+	stopFaults()
 	<-faultsDone
+	cancelTraffic()
 	for i, e := range srvErrs {
 		if out.Flows[i].Err == nil {
 			out.Flows[i].Err = e
@@ -507,7 +539,7 @@ wait:
 		}
 	}
 	if len(out.Faults) < len(timeline) {
-		return fmt.Errorf("only %d of %d faults applied before the traffic ended", len(out.Faults), len(timeline))
+		return fmt.Errorf("only %d of %d faults applied before the traffic ended at %v (the next was planned at %v): the flows ran shorter than the timeline after time zero", len(out.Faults), len(timeline), rel().Round(time.Millisecond), timeline[len(out.Faults)].At)
 	}
 
 	// Series, figures, verdicts.
