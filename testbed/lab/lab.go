@@ -539,7 +539,13 @@ wait:
 		}
 	}
 	if len(out.Faults) < len(timeline) {
-		return fmt.Errorf("only %d of %d faults applied before the traffic ended at %v (the next was planned at %v): the flows ran shorter than the timeline after time zero", len(out.Faults), len(timeline), rel().Round(time.Millisecond), timeline[len(out.Faults)].At)
+		n := len(out.Faults)
+		why := "the flows ran shorter than the timeline after time zero"
+		if timeline[n].At < end {
+			last := out.Faults[n-1]
+			why = fmt.Sprintf("the faults fell behind: the last one applied, planned at %v, was requested at %v and returned at %v", last.At, last.Sent.Round(time.Millisecond), last.T.Round(time.Millisecond))
+		}
+		return fmt.Errorf("only %d of %d faults applied before the traffic ended at %v (the next was planned at %v): %s", n, len(timeline), rel().Round(time.Millisecond), timeline[n].At, why)
 	}
 
 	// Series, figures, verdicts.
