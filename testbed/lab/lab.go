@@ -541,7 +541,7 @@ wait:
 	if len(out.Faults) < len(timeline) {
 		n := len(out.Faults)
 		why := "the flows ran shorter than the timeline after time zero"
-		if timeline[n].At < end {
+		if timeline[n].At < end && n > 0 {
 			last := out.Faults[n-1]
 			why = fmt.Sprintf("the faults fell behind: the last one applied, planned at %v, was requested at %v and returned at %v", last.At, last.Sent.Round(time.Millisecond), last.T.Round(time.Millisecond))
 		}
