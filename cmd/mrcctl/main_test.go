@@ -34,6 +34,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"-json", "ports"}, `"plane": 1`},
 		{[]string{"deny", "plane", "1"}, "ok"},
 		{[]string{"allow", "ev", "0x10000001"}, "ok"},
+		{[]string{"watch", "--interval", "1ms", "--count", "3"}, `"kind":"nicport"`},
 	} {
 		var out bytes.Buffer
 		if err := run(append([]string{"-d", sock}, tc.args...), &out); err != nil {
@@ -43,7 +44,8 @@ func TestCommands(t *testing.T) {
 			t.Errorf("mrcctl %v: output lacks %q:\n%s", tc.args, tc.want, out.String())
 		}
 	}
-	for _, bad := range [][]string{{"evs", "0x999"}, {"deny", "plane", "7"}, {"nope"}, {"deny", "x", "1"}} {
+	for _, bad := range [][]string{{"evs", "0x999"}, {"deny", "plane", "7"}, {"nope"}, {"deny", "x", "1"},
+		{"watch", "--interval", "100us"}, {"watch", "--count", "-1"}, {"watch", "extra"}} {
 		if err := run(append([]string{"-d", sock}, bad...), &bytes.Buffer{}); err == nil {
 			t.Errorf("mrcctl %v succeeded", bad)
 		}
