@@ -62,6 +62,17 @@ type S7Run struct {
 	// Uplinks: per T0 switch, the tx bytes of its uplinks (u0, u1, ...)
 	// during the run, from the switch port counters.
 	Uplinks map[string][]uint64 `json:"uplink_tx_bytes"`
+	// Congestion sums every T0 port's counters during the run: how often
+	// the emulated queues marked, trimmed or dropped (a full buffer).
+	Congestion Congestion `json:"t0_congestion"`
+}
+
+// Congestion is a sum of switch port counters.
+type Congestion struct {
+	Marked  uint64 `json:"ecn_marked"`
+	Trimmed uint64 `json:"trimmed"`
+	Dropped uint64 `json:"dropped_buffer"`
+	Fault   uint64 `json:"dropped_fault"`
 }
 
 // Imbalance is the worst T0's busiest uplink over its mean uplink load: 1 is
@@ -196,6 +207,12 @@ type switchStats struct {
 		Name     string `json:"name"`
 		Counters struct {
 			TxBytes uint64 `json:"tx_bytes"`
+			Marked  uint64 `json:"ecn_marked"`
+			Trimmed uint64 `json:"trimmed"`
+			Drops   struct {
+				Buffer uint64 `json:"buffer"`
+				Fault  uint64 `json:"fault"`
+			} `json:"drops"`
 		} `json:"counters"`
 	} `json:"ports"`
 }
@@ -227,11 +244,11 @@ func LoadS7(dir string) (*S7Result, error) {
 					run.BusBWMbps = tr.AvgBusBW * 8000
 					run.Wrong = tr.Wrong
 				}
-				up, err := uplinkDelta(before, filepath.Join(dir, key+".after.json"))
+				up, cong, err := uplinkDelta(before, filepath.Join(dir, key+".after.json"))
 				if err != nil {
 					return nil, err
 				}
-				run.Uplinks = up
+				run.Uplinks, run.Congestion = up, cong
 				r.Runs = append(r.Runs, run)
 			}
 		}
@@ -243,26 +260,40 @@ func LoadS7(dir string) (*S7Result, error) {
 	return r, nil
 }
 
-func uplinkDelta(before, after string) (map[string][]uint64, error) {
+func uplinkDelta(before, after string) (map[string][]uint64, Congestion, error) {
 	var b, a map[string]switchStats
+	var cong Congestion
 	if err := readJSON(before, &b); err != nil {
-		return nil, err
+		return nil, cong, err
 	}
 	if err := readJSON(after, &a); err != nil {
-		return nil, err
+		return nil, cong, err
 	}
 	out := map[string][]uint64{}
 	for sw, st := range a {
-		old := map[string]uint64{}
-		for _, p := range b[sw].Ports {
-			old[p.Name] = p.Counters.TxBytes
+		old := map[string]int{}
+		for i, p := range b[sw].Ports {
+			old[p.Name] = i
 		}
 		var names []string
 		bytes := map[string]uint64{}
 		for _, p := range st.Ports {
+			c := p.Counters
+			if i, ok := old[p.Name]; ok {
+				o := b[sw].Ports[i].Counters
+				c.TxBytes -= o.TxBytes
+				c.Marked -= o.Marked
+				c.Trimmed -= o.Trimmed
+				c.Drops.Buffer -= o.Drops.Buffer
+				c.Drops.Fault -= o.Drops.Fault
+			}
+			cong.Marked += c.Marked
+			cong.Trimmed += c.Trimmed
+			cong.Dropped += c.Drops.Buffer
+			cong.Fault += c.Drops.Fault
 			if strings.HasPrefix(p.Name, "u") {
 				names = append(names, p.Name)
-				bytes[p.Name] = p.Counters.TxBytes - old[p.Name]
+				bytes[p.Name] = c.TxBytes
 			}
 		}
 		sort.Strings(names)
@@ -270,7 +301,7 @@ func uplinkDelta(before, after string) (map[string][]uint64, error) {
 			out[sw] = append(out[sw], bytes[n])
 		}
 	}
-	return out, nil
+	return out, cong, nil
 }
 
 func readJSON(path string, v any) error {

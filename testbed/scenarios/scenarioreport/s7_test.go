@@ -89,7 +89,9 @@ func TestLoadS7(t *testing.T) {
 	}
 	stats := func(u0, u1 uint64) map[string]any {
 		port := func(n string, b uint64) map[string]any {
-			return map[string]any{"name": n, "counters": map[string]any{"tx_bytes": b}}
+			// one mark per 100 bytes, one trim and one full-buffer drop per 200
+			return map[string]any{"name": n, "counters": map[string]any{"tx_bytes": b, "ecn_marked": b / 100, "trimmed": b / 200,
+				"drops": map[string]any{"buffer": b / 200}}}
 		}
 		return map[string]any{"p0-t0-0": map[string]any{"ports": []any{port("d0", 5), port("u0", u0), port("u1", u1)}}}
 	}
@@ -111,6 +113,9 @@ func TestLoadS7(t *testing.T) {
 	free, lossy := r.Runs[0], r.Runs[1]
 	if free.Failed || free.BusBWMbps != 40 || free.Imbalance() != 2 {
 		t.Errorf("loss-free run %+v (imbalance %v), want 40 Mbit/s, imbalance 2", free, free.Imbalance())
+	}
+	if c := free.Congestion; c.Marked != 10 || c.Trimmed != 5 || c.Dropped != 5 {
+		t.Errorf("loss-free run congestion %+v, want the counter deltas 10 marked, 5 trimmed, 5 dropped", c)
 	}
 	if !lossy.Failed || lossy.BusBWMbps != 0 || lossy.Imbalance() != 1.5 {
 		t.Errorf("lossy run %+v (imbalance %v), want failed, 0, imbalance 1.5", lossy, lossy.Imbalance())

@@ -109,8 +109,8 @@ func s7Markdown(r *S7Result) string {
 	p("* Why the numbers are small: NICs, switches and tools are processes sharing %d CPUs, so the\n", s.CPUs)
 	p("  emulated link capacities are set far below what the CPUs carry. \"of capacity\" is busbw\n")
 	p("  over the host's capacity (%.0f Mbit/s): near 100 %% the emulated links are the limit.\n\n", r.capacity()/1e6)
-	p("| collective | config | loss | busbw Mbit/s | of capacity | #wrong | uplink imbalance | T0 uplink shares (%%) |\n")
-	p("|---|---|---|---|---|---|---|---|\n")
+	p("| collective | config | loss | busbw Mbit/s | of capacity | #wrong | uplink imbalance | T0 uplink shares (%%) | T0 marked / trimmed / dropped / fault-dropped |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Runs {
 		bw := fmt.Sprintf("%.1f", x.BusBWMbps)
 		if x.Failed {
@@ -120,13 +120,16 @@ func s7Markdown(r *S7Result) string {
 		if x.Lossy {
 			loss = s.Loss
 		}
-		p("| %s | %s | %s | %s | %.0f %% | %d | %.2f | %s |\n", s7Short[x.Tool], s7Labels[x.Config], loss, bw,
-			100*x.BusBWMbps*1e6/r.capacity(), x.Wrong, x.Imbalance(), uplinkText(x))
+		c := x.Congestion
+		p("| %s | %s | %s | %s | %.0f %% | %d | %.2f | %s | %d / %d / %d / %d |\n", s7Short[x.Tool], s7Labels[x.Config], loss, bw,
+			100*x.BusBWMbps*1e6/r.capacity(), x.Wrong, x.Imbalance(), uplinkText(x), c.Marked, c.Trimmed, c.Dropped, c.Fault)
 	}
 	p("\nUplink imbalance: the worst T0's busiest uplink over its mean (1.00 = even, 2.00 = all on one\n")
 	p("of two), from the tx bytes of the T0 uplink ports during the run; the shares list every\n")
 	p("T0's uplinks u0/u1. RoCE's QPs each stay on one uplink (ECMP hash of the QPN pair's source\n")
-	p("port); MRC sprays every QP over all of them.\n\n")
+	p("port); MRC sprays every QP over all of them. The last column sums every T0 port's counters\n")
+	p("during the run: ECN marks, trims, drops at a full buffer and drops by the injected loss.\n")
+	p("RoCE takes a trim as a loss (go-back-N from there); there is no PFC to stop a full queue.\n\n")
 	p("## Verdicts\n\n| expectation | want | measured | verdict |\n|---|---|---|---|\n")
 	for _, v := range r.Verdicts {
 		res := "**FAIL**"
