@@ -257,5 +257,12 @@ func S8Figure(csvPath, png string) error {
 	}
 	pl.Legend.Top = true
 	pl.NominalX(cats...)
+	top := 0.0
+	for _, m := range val {
+		for _, x := range m {
+			top = max(top, x)
+		}
+	}
+	pl.Y.Min, pl.Y.Max = 0, top*1.25 // room for the legend
 	return pl.Save(8*vg.Inch, 4*vg.Inch, png)
 }
