@@ -451,7 +451,7 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 			}
 		}
 	}
-	e.ctrl.push(ctrlItem{kind: ctrlEPResp, peer: pr, port: port, ev: p.EV, reqID: uint16(p.PSN), epOp: p.Endpoint.Op, ts: p.Endpoint.Timestamp})
+	e.queueCtrl(ctrlItem{kind: ctrlEPResp, peer: pr, port: port, ev: p.EV, reqID: uint16(p.PSN), epOp: p.Endpoint.Op, ts: p.Endpoint.Timestamp})
 }
 
 // portRoom reports whether port has TX room for another data packet.
