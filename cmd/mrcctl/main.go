@@ -12,6 +12,12 @@
 //
 // QPN and EV are hex (0x prefix optional) or decimal; without QPN, deny and
 // allow act on every QP.
+//
+// Run as root (or as mrc-nicd's user), mrcctl sees and steers every
+// application's QPs; run as another user it is an application like any
+// other: it sees only its own session, and deny/allow/evs of other
+// applications' QPs (or of every QP) are refused. mrcctl links only the
+// client library and the protocol (nic/verbs, nic/vproto), no daemon code.
 package main
 
 import (
@@ -24,8 +30,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/softmrc/softmrc/nic/daemon"
-	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -46,6 +50,7 @@ commands:
   sessions                   applications with the device open
   deny|allow ev EV [QPN]     take an EV out of (or back into) use
   deny|allow plane P [QPN]   the same for every EV of a plane
+Other applications' QPs, and deny/allow without QPN (every QP), need root.
 `
 
 func run(args []string, out io.Writer) error {
@@ -65,14 +70,14 @@ func run(args []string, out io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("no command")
 	}
-	req := vproto.CtlRequest{Cmd: a[0]}
+	req := vproto.CtlRequest{Cmd: vproto.CtlCmd(a[0])}
 	var res any
-	switch a[0] {
-	case "ports":
-		res = &[]daemon.PortStatus{}
-	case "qps":
-		res = &[]daemon.QPRow{}
-	case "evs":
+	switch req.Cmd {
+	case vproto.CtlPorts:
+		res = &[]vproto.PortStatus{}
+	case vproto.CtlQPs:
+		res = &[]vproto.QPRow{}
+	case vproto.CtlEVs:
 		if len(a) != 2 {
 			return fmt.Errorf("usage: mrcctl evs QPN")
 		}
@@ -81,12 +86,12 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 		req.QPN = q
-		res = &[]daemon.EVRow{}
-	case "counters":
-		res = &daemon.Counters{}
-	case "sessions":
-		res = &[]service.SessionInfo{}
-	case "deny", "allow":
+		res = &[]vproto.EVRow{}
+	case vproto.CtlCounters:
+		res = &vproto.Counters{}
+	case vproto.CtlSessions:
+		res = &[]vproto.SessionInfo{}
+	case vproto.CtlDeny, vproto.CtlAllow:
 		if len(a) < 3 || len(a) > 4 || (a[1] != "ev" && a[1] != "plane") {
 			return fmt.Errorf("usage: mrcctl %s ev EV [QPN] | %s plane P [QPN]", a[0], a[0])
 		}
@@ -94,8 +99,8 @@ func run(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		req.Scope = a[1]
-		if a[1] == "ev" {
+		req.Scope = vproto.CtlScope(a[1])
+		if req.Scope == vproto.ScopeEV {
 			req.EV = v
 		} else {
 			req.Plane = int(v)
@@ -105,7 +110,7 @@ func run(args []string, out io.Writer) error {
 				return err
 			}
 		}
-		res = &map[string]string{}
+		res = &vproto.CtlResult{}
 	default:
 		fs.Usage()
 		return fmt.Errorf("unknown command %q", a[0])
@@ -132,7 +137,7 @@ func run(args []string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	defer tw.Flush()
 	switch r := res.(type) {
-	case *[]daemon.PortStatus:
+	case *[]vproto.PortStatus:
 		fmt.Fprintln(tw, "PORT\tINTERFACE\tPLANE\tADDRESS\tSTATE\tRX FRAMES\tRX BYTES\tTX FRAMES\tTX BYTES\tRX DROPPED\tTX FULL")
 		for _, p := range *r {
 			st := "down"
@@ -141,48 +146,47 @@ func run(args []string, out io.Writer) error {
 			}
 			s := p.Stats
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Name, p.Interface, p.Plane, p.Address, st,
-				s.RxFrames, s.RxBytes, s.TxFrames, s.TxBytes, s.RxDropped+s.RxRingFull+s.FillEmpty, s.TxFull)
+				s["RxFrames"], s["RxBytes"], s["TxFrames"], s["TxBytes"], s["RxDropped"]+s["RxRingFull"]+s["FillEmpty"], s["TxFull"])
 		}
-	case *[]daemon.QPRow:
-		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tREMOTE\tSRTT(us)\tCWND\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
+	case *[]vproto.QPRow:
+		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tTRANSPORT\tREMOTE\tSRTT(us)\tCWND|RATE\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
 		for _, q := range *r {
-			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%#06x\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
-				q.RemoteQPN, q.SRTTus, q.Cwnd, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
+			// CWND for MRC (bytes), DCQCN's rate for RoCE.
+			cc := fmt.Sprint(q.Cwnd)
+			if q.Transport == "roce" {
+				cc = fmt.Sprintf("%.3fG cnp %d/%d", q.RateGbps, q.CNPsRx, q.CNPsTx)
+			}
+			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%s\t%#06x\t%.1f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
+				q.Transport, q.RemoteQPN, q.SRTTus, cc, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
 				q.Timeouts, q.Losses, q.GoodEVs, q.EVs)
 		}
-	case *[]daemon.EVRow:
+	case *[]vproto.EVRow:
 		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
 		for _, e := range *r {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, e.State, e.Active,
 				e.Sent, e.Acked, e.ECN, e.Trims, e.Losses, e.Timeouts, e.Probes)
 		}
-	case *daemon.Counters:
-		b, _ := json.Marshal(r.Engine)
-		var m map[string]uint64
-		_ = json.Unmarshal(b, &m)
+	case *vproto.Counters:
 		fmt.Fprintln(tw, "COUNTER\tVALUE")
-		for _, k := range sortedKeys(m) {
-			fmt.Fprintf(tw, "engine.%s\t%d\n", k, m[k])
+		for _, k := range sortedKeys(r.Engine) {
+			fmt.Fprintf(tw, "engine.%s\t%d\n", k, r.Engine[k])
 		}
 		for _, k := range sortedKeys(r.Daemon) {
 			fmt.Fprintf(tw, "daemon.%s\t%d\n", k, r.Daemon[k])
 		}
 		fmt.Fprintf(tw, "regions\t%d\nregion_bytes\t%d\n", r.Regions, r.Bytes)
 		for _, p := range r.Ports {
-			b, _ := json.Marshal(p.Stats)
-			var ps map[string]uint64
-			_ = json.Unmarshal(b, &ps)
-			for _, k := range sortedKeys(ps) {
-				fmt.Fprintf(tw, "port.%s.%s\t%d\n", p.Name, k, ps[k])
+			for _, k := range sortedKeys(p.Stats) {
+				fmt.Fprintf(tw, "port.%s.%s\t%d\n", p.Name, k, p.Stats[k])
 			}
 		}
-	case *[]service.SessionInfo:
-		fmt.Fprintln(tw, "SESSION\tCLIENT\tPID")
+	case *[]vproto.SessionInfo:
+		fmt.Fprintln(tw, "SESSION\tCLIENT\tPID\tUID")
 		for _, s := range *r {
-			fmt.Fprintf(tw, "%d\t%s\t%d\n", s.ID, s.Client, s.PID)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\n", s.ID, s.Client, s.PID, s.UID)
 		}
-	case *map[string]string:
-		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], (*r)["result"])
+	case *vproto.CtlResult:
+		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], r.Result)
 	}
 	return nil
 }
