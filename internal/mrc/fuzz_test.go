@@ -155,7 +155,9 @@ func (f *fuzzPair) reset(t testing.TB, seed uint64) {
 		}
 		f.eng[i] = e
 	}
-	qc := QPConfig{NumEVs: 8, ReservePerPlane: 1, Window: 128, SendQueue: fzSlots, MaxWImm: 4,
+	// Mostly MRC; a quarter of the seeds go-back-N, a quarter RoCE.
+	tr := [...]Transport{MRC, MRC, GoBackN, RoCE}[seed%4]
+	qc := QPConfig{Transport: tr, NumEVs: 8, ReservePerPlane: 1, Window: 128, SendQueue: fzSlots, MaxWImm: 4,
 		RetryTimeout: 2 * Millisecond, NoEVTimeout: Millisecond, ProbeInterval: 50 * Microsecond}
 	var info [2]QPInfo
 	for i := 0; i < 2; i++ {
