@@ -237,7 +237,11 @@ func (q *qp) runTimers(now Time) {
 		} else {
 			q.markLost(ent.psn, pk)
 		}
-		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && (q.roce != nil || !q.anyUsableEV()) { // RoCE: IBTA retry_cnt, whatever the path
+		if q.roce != nil {
+			if q.roceRetry() {
+				return
+			}
+		} else if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
 			q.fail(StatusRetryExceeded)
 			return
 		}
@@ -523,6 +527,9 @@ func (q *qp) handleAETH(p *wire.Packet) {
 	q.advanceUna()
 	q.completeMsgs()
 	q.goBack(psn)
+	if q.roce != nil {
+		q.roceRetry()
+	}
 }
 
 // advanceUna moves sndUna over acknowledged PSNs and queues the held

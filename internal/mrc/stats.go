@@ -88,4 +88,5 @@ type EngineCounters struct {
 	PortStatusSent     uint64
 	PortStatusStale    uint64 // port-status updates older than the last applied one (ignored)
 	CQOverflow         uint64
+	TxCNP, RxCNP       uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
 }
