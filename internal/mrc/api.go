@@ -182,7 +182,8 @@ type QPConfig struct {
 	// RetryTimeout: a QP with unacknowledged data that has had nothing
 	// acknowledged for this long goes to error with StatusRetryExceeded,
 	// flushing its WRs (RC's retry count × timeout: a peer that is gone
-	// is not retried forever). Default 1 s; negative: never.
+	// is not retried forever). Default max(1 s, MaxAckTimeout); negative:
+	// never.
 	RetryTimeout Time
 	// NoEVTimeout: a QP with data to send and no usable EV for this long goes
 	// to error (default 100 ms).

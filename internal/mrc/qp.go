@@ -85,11 +85,12 @@ func (c *QPConfig) setDefaults() error {
 	if c.MaxAckTimeout == 0 {
 		c.MaxAckTimeout = max(64*c.AckTimeout, c.MaxRTO)
 	}
+	if c.RetryTimeout == 0 {
+		// At least one retransmission at the longest backoff.
+		c.RetryTimeout = max(defaultRetryTimeout, c.MaxAckTimeout)
+	}
 	if c.RetryLimit == 0 {
 		c.RetryLimit = defaultRetryLimit
-	}
-	if c.RetryTimeout == 0 {
-		c.RetryTimeout = defaultRetryTimeout
 	}
 	if c.NoEVTimeout == 0 {
 		c.NoEVTimeout = defaultNoEV

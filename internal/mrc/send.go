@@ -68,7 +68,8 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	for q.rtxN > 0 {
 		psn = q.rtxQ[q.rtxHd]
 		p := q.slot(psn)
-		if !q.inFlightRange(psn) || p.flags&pktAcked != 0 {
+		// A held packet (PSN_OOR) is queued again once inside the window.
+		if !q.inFlightRange(psn) || p.flags&(pktAcked|pktHeld) != 0 {
 			p.flags &^= pktQueued
 			q.rtxHd = (q.rtxHd + 1) % len(q.rtxQ)
 			q.rtxN--
