@@ -149,10 +149,15 @@ func run(args []string, out io.Writer) error {
 				s["RxFrames"], s["RxBytes"], s["TxFrames"], s["TxBytes"], s["RxDropped"]+s["RxRingFull"]+s["FillEmpty"], s["TxFull"])
 		}
 	case *[]vproto.QPRow:
-		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tREMOTE\tSRTT(us)\tCWND\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
+		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tTRANSPORT\tREMOTE\tSRTT(us)\tCWND|RATE\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
 		for _, q := range *r {
-			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%#06x\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
-				q.RemoteQPN, q.SRTTus, q.Cwnd, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
+			// CWND for MRC (bytes), DCQCN's rate for RoCE.
+			cc := fmt.Sprint(q.Cwnd)
+			if q.Transport == "roce" {
+				cc = fmt.Sprintf("%.3fG cnp %d/%d", q.RateGbps, q.CNPsRx, q.CNPsTx)
+			}
+			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%s\t%#06x\t%.1f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
+				q.Transport, q.RemoteQPN, q.SRTTus, cc, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
 				q.Timeouts, q.Losses, q.GoodEVs, q.EVs)
 		}
 	case *[]vproto.EVRow:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
@@ -63,14 +64,25 @@ const (
 	// receiver accepts only the next PSN, answers a gap with a NAK-sequence
 	// (AETH syndrome 0x60) and the sender resends everything from the hole.
 	GoBackN
+	// RoCE: the RoCEv2 RC baseline (docs/roce.md): GoBackN's reliability on
+	// exactly one path for the QP's life (the EV, hence UDP source port and
+	// flow label, derived from the QPN pair as RoCE NICs do, roce.go), paced
+	// by DCQCN (internal/dcqcn) instead of the window congestion control.
+	RoCE
 )
 
 func (t Transport) String() string {
-	if t == GoBackN {
+	switch t {
+	case GoBackN:
 		return "gobackn"
+	case RoCE:
+		return "roce"
 	}
 	return "mrc"
 }
+
+// inOrder reports whether t delivers in order with go-back-N recovery.
+func (t Transport) inOrder() bool { return t == GoBackN || t == RoCE }
 
 // Config configures an Engine (one soft NIC with one port per plane).
 type Config struct {
@@ -211,6 +223,10 @@ type QPConfig struct {
 	Deny []wire.EV
 	// StartPSN is the first PSN this QP sends; random when zero.
 	StartPSN wire.PSN
+	// DCQCN configures the RoCE transport's congestion control (zero
+	// fields: the mlx5 defaults; LineRate 0: the plane's port rate, or
+	// 100 Gb/s on an unpaced engine). Ignored by the other transports.
+	DCQCN dcqcn.Config
 }
 
 // CCConfig are the NSCC-style constants (docs/engine.md explains them).

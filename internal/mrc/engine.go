@@ -408,6 +408,8 @@ func (e *Engine) HandlePacket(now Time, port wire.Plane, frame []byte) {
 		q.handleProbe(port, p)
 	case op == wire.OpAck:
 		q.handleAETH(p)
+	case op == wire.OpCNP:
+		q.handleCNP()
 	default:
 		e.stats.RxDecodeErr++
 	}

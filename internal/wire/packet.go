@@ -172,6 +172,8 @@ func extLen(op Opcode) int {
 		return ERTHLen
 	case op == OpEndpointResp:
 		return EETHLen
+	case op == OpCNP:
+		return CNPLen
 	}
 	return -1
 }
@@ -360,6 +362,9 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		x.SetCCFlags(s.CCFlags)
 		x.SetTimestamp(s.Timestamp)
 		off += NETHLen
+	case op == OpCNP:
+		clear(b[off : off+CNPLen])
+		off += CNPLen
 	case op == OpProbe:
 		s := &p.Probe
 		x := PETH((*[PETHLen]byte)(b[off:])[:])
@@ -539,6 +544,8 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 			Timestamp: x.Timestamp(),
 		}
 		off += NETHLen
+	case op == OpCNP:
+		off += CNPLen // reserved: ignored on receipt
 	case op == OpProbe:
 		x := PETH(frame[off:])
 		p.Probe = ProbeFields{

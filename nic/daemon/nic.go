@@ -61,11 +61,14 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	if req.SQDepth < 0 || req.SQDepth > 1<<16 {
 		return vproto.QPInfo{}, fmt.Errorf("sq_depth %d: want 0..65536", req.SQDepth)
 	}
+	tr, err := engineTransport(req.Transport)
+	if err != nil {
+		return vproto.QPInfo{}, err
+	}
 	var info mrc.QPInfo
-	var err error
 	if e := d.exec(func() {
 		qo := d.cfg.QP
-		qc := mrc.QPConfig{PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
+		qc := mrc.QPConfig{Transport: tr, PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
@@ -83,7 +86,18 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 		return vproto.QPInfo{}, err
 	}
 	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN), MTU: info.MTU, Window: info.Window,
-		MaxWImm: info.MaxWImm}, nil
+		MaxWImm: info.MaxWImm, Transport: req.Transport}, nil
+}
+
+// engineTransport maps the verbs transport to the engine's.
+func engineTransport(t vproto.Transport) (mrc.Transport, error) {
+	switch t {
+	case vproto.TransportMRC:
+		return mrc.MRC, nil
+	case vproto.TransportRoCE:
+		return mrc.RoCE, nil
+	}
+	return 0, fmt.Errorf("create_qp: unknown transport %d: want mrc or roce", uint8(t))
 }
 
 // owned returns owner's QP qpn or an error naming the problem. Loop only.
@@ -140,13 +154,19 @@ func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
 		if q, err = d.owned(owner, req.QPN); err != nil {
 			return
 		}
-		// mrc-nicd's QPs all run the MRC transport (CreateQP offers no
-		// choice), so the peer's is this QP's own.
+		// The peer's transport, when the application passed it (verbs'
+		// ConnectInfo does), is checked by the engine's Connect;
+		// otherwise it is taken to be this QP's own.
 		var self mrc.QPInfo
 		if self, err = d.eng.Info(q.qpn); err != nil {
 			return
 		}
 		peer.Transport = self.Transport
+		if req.RemoteTransport != nil {
+			if peer.Transport, err = engineTransport(*req.RemoteTransport); err != nil {
+				return
+			}
+		}
 		if len(evs) > 0 {
 			if err = d.eng.SetEVs(q.qpn, evs, nil); err != nil {
 				return
@@ -521,11 +541,14 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 			if err := d.eng.Snapshot(q.qpn, &s); err != nil {
 				continue
 			}
-			r := vproto.QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(),
+			r := vproto.QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(), Transport: s.Transport.String(),
 				RemoteQPN: uint32(s.Peer.QPN), SRTTus: float64(s.SRTT) / 1e3, Cwnd: s.Cwnd, InFlight: s.InFlight,
 				Backlog: len(q.backlog), TxData: s.Counters.TxData, TxRtx: s.Counters.TxRtx, TxBytes: s.Counters.TxBytes,
 				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,
 				Losses: s.Counters.Losses, EVs: len(s.EVs)}
+			if s.RoCE != nil {
+				r.RateGbps, r.CNPsRx, r.CNPsTx = s.RoCE.Rate/1e9, s.RoCE.RxCNP, s.RoCE.TxCNP
+			}
 			for _, ev := range s.EVs {
 				if ev.State == mrc.EVGood {
 					r.GoodEVs++

@@ -344,6 +344,13 @@ func upTestbed(t *testing.T, preset string, hostNames ...string) *testbed {
 // upTestbedWith lets edit change each host's NIC config before mrc-nicd starts.
 func upTestbedWith(t *testing.T, preset string, edit func(*config.Config), extra map[string][]string, hostNames ...string) *testbed {
 	t.Helper()
+	return upTestbedArgs(t, preset, nil, edit, extra, hostNames...)
+}
+
+// upTestbedArgs is upTestbedWith with extra 'mrc-testbed up' arguments
+// (e.g. --mode ecmp).
+func upTestbedArgs(t *testing.T, preset string, upArgs []string, edit func(*config.Config), extra map[string][]string, hostNames ...string) *testbed {
+	t.Helper()
 	bin := bins(t)
 	tb := filepath.Join(bin, "mrc-testbed")
 	if _, err := os.Stat(tb); err != nil {
@@ -360,7 +367,7 @@ func upTestbedWith(t *testing.T, preset string, edit func(*config.Config), extra
 	rand.Read(r[:])
 	prefix := "e" + hex.EncodeToString(r[:])
 	dir := t.TempDir()
-	out, err := exec.Command(tb, "up", "--preset", preset, "--prefix", prefix, "--dir", dir, "--bin", bin).CombinedOutput()
+	out, err := exec.Command(tb, append([]string{"up", "--preset", preset, "--prefix", prefix, "--dir", dir, "--bin", bin}, upArgs...)...).CombinedOutput()
 	t.Cleanup(func() {
 		if out, err := exec.Command(tb, "down", "--dir", dir).CombinedOutput(); err != nil {
 			t.Errorf("testbed down: %v: %s", err, out)

@@ -60,10 +60,16 @@ type PortStatus struct {
 
 // QPRow is one row of `mrcctl qps`.
 type QPRow struct {
-	QPN       uint32  `json:"qpn"`
-	Owner     uint32  `json:"owner"`
-	State     string  `json:"state"`
-	Status    string  `json:"status"`
+	QPN       uint32 `json:"qpn"`
+	Owner     uint32 `json:"owner"`
+	State     string `json:"state"`
+	Status    string `json:"status"`
+	Transport string `json:"transport"` // the engine's: mrc or roce
+	// RoCE only: DCQCN's current rate and the CNPs received (as sender)
+	// and sent (as receiver).
+	RateGbps  float64 `json:"rate_gbps,omitempty"`
+	CNPsRx    uint64  `json:"cnps_rx,omitempty"`
+	CNPsTx    uint64  `json:"cnps_tx,omitempty"`
 	RemoteQPN uint32  `json:"remote_qpn"`
 	SRTTus    float64 `json:"srtt_us"`
 	Cwnd      int     `json:"cwnd"`
