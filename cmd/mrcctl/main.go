@@ -9,6 +9,7 @@
 //	mrcctl [-d SOCKET] [-json] sessions
 //	mrcctl [-d SOCKET] deny|allow ev EV [QPN]
 //	mrcctl [-d SOCKET] deny|allow plane P [QPN]
+//	mrcctl [-d SOCKET] watch [--interval 10ms] [--count N] [--duration 10s]
 //
 // QPN and EV are hex (0x prefix optional) or decimal; without QPN, deny and
 // allow act on every QP.
@@ -22,6 +23,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +38,9 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // the usage was printed
+		}
 		fmt.Fprintln(os.Stderr, "mrcctl:", err)
 		os.Exit(1)
 	}
@@ -50,6 +55,11 @@ commands:
   sessions                   applications with the device open
   deny|allow ev EV [QPN]     take an EV out of (or back into) use
   deny|allow plane P [QPN]   the same for every EV of a plane
+  watch [--interval 10ms] [--count N] [--duration 10s]
+                             telemetry as JSON Lines: one sample per QP and per
+                             port every interval (1ms..10s), until N samples or
+                             the duration (default 10s; both 0: until Ctrl-C);
+                             fields in docs/telemetry.md
 Other applications' QPs, and deny/allow without QPN (every QP), need root.
 `
 
@@ -69,6 +79,9 @@ func run(args []string, out io.Writer) error {
 	if len(a) == 0 {
 		fs.Usage()
 		return fmt.Errorf("no command")
+	}
+	if a[0] == "watch" {
+		return watchCmd(dev, a[1:], out)
 	}
 	req := vproto.CtlRequest{Cmd: vproto.CtlCmd(a[0])}
 	var res any

@@ -126,6 +126,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 			pk.tries++
 		}
 		q.stats.TxRtx++
+		q.stats.RtxBytes += uint64(pk.n)
 	} else {
 		if m.assigned == 0 {
 			m.firstPSN = q.sndNxt
@@ -274,6 +275,7 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 		return 0
 	}
 	pk.flags |= pktAcked
+	q.stats.AckedBytes += uint64(pk.n)
 	if pk.flags&pktHeld != 0 {
 		pk.flags &^= pktHeld
 		q.nHeld--

@@ -215,6 +215,7 @@ func (d *Daemon) destroy(q *qpState) {
 		d.fail(q.owner, uint32(q.qpn), wr.ID, vproto.StatusWRFlushErr, wr.Op, 0)
 	}
 	q.backlog = nil
+	d.teleFinal(q.qpn)
 	_ = d.eng.DestroyQP(q.qpn)
 	d.completions()
 	delete(d.qps, q.qpn)
@@ -629,6 +630,8 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 		"rx_frames": d.c.rxFrames.Load(), "tx_frames": d.c.txFrames.Load(), "tx_queue_full": d.c.txBacklogFull.Load(),
 		"post_errors": d.c.postErrors.Load(), "not_owner": d.c.badOwner.Load(), "cqes": d.c.cqes.Load(),
 		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
+		"telemetry_ticks": d.tele.ticks.Load(), "telemetry_skipped": d.tele.skipped.Load(),
+		"telemetry_dropped": d.tele.dropped.Load(), "telemetry_missed": d.tele.missed.Load(),
 	}
 }
 
