@@ -158,11 +158,12 @@ func (q *qp) probeFailed(pr *probeRec) {
 }
 
 // groupProbeGap is the time from one probe of a condemned group to the
-// next: a probe interval, doubled per probe of the group sent and not
-// answered since its last answer (outstanding ones count: the gap grows from
-// the start, not a probe timeout late), up to maxGroupProbeGap intervals. Why a cap this low: the first answer
-// after the link comes back is at most that many intervals late, and the
-// whole group is GOOD about one interval later.
+// next: a probe interval, doubled per probe of the group sent since its
+// last answer or condemnation (outstanding ones count: the gap grows from
+// the start, not a probe timeout late), up to maxGroupProbeGap intervals.
+// Why a cap this low: the first answer after the link comes back is at most
+// that many intervals late, and the whole group is GOOD about one interval
+// later.
 func (q *qp) groupProbeGap(g *evGroup, iv Time) Time {
 	gap := iv
 	for i := 0; i < g.probeMiss && gap < maxGroupProbeGap*iv; i++ {
