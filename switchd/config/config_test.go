@@ -191,7 +191,8 @@ func sample() *Config {
 			{Name: "d0", Interface: "t1d0", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Role: RoleFabric,
 				Model: &PortModel{CapacityBps: 25e9, ECNThreshold: 10000, TrimThreshold: 20000, Buffer: 40000}},
 			{Name: "d1", Interface: "t1d1", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Role: RoleFabric},
-			{Name: "h", Interface: "t1h", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, Role: RoleHost},
+			{Name: "h", Interface: "t1h", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, Role: RoleHost,
+				Model: &PortModel{CapacityBps: 1e9, ECNThreshold: 10000, Buffer: 40000, HostECN: true}},
 		},
 		FIB: []Route{
 			{Prefix: netip.MustParsePrefix("5f00:7:4001::/48"), Port: "d0"},
