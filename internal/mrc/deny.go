@@ -42,8 +42,8 @@ func (r DenyRule) String() string {
 
 // peerDeny is the denylist resolved for one peer.
 type peerDeny struct {
-	planes uint32          // bit p: every EV of plane p is denied
-	grp    []bool          // [plane*nT1 + t1]: the (plane, T1) path is denied
+	planes uint32           // bit p: every EV of plane p is denied
+	grp    []bool           // [plane*nT1 + t1]: the (plane, T1) path is denied
 	evs    map[wire.EV]bool // exact EVs
 	nT1    int
 }

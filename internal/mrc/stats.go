@@ -87,10 +87,10 @@ type EngineCounters struct {
 	// TxDataByPlane and TxCtrlByPlane count the frames sent per plane:
 	// data (and their retransmissions), and everything else (SACK, NACK,
 	// ACK, probes, port status and its answers).
-	TxDataByPlane [wire.MaxPlanes]uint64
-	TxCtrlByPlane [wire.MaxPlanes]uint64
-	TxNoBuffer         uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
-	PortStatusSent     uint64
-	PortStatusStale    uint64 // port-status updates older than the last applied one (ignored)
-	CQOverflow         uint64
+	TxDataByPlane   [wire.MaxPlanes]uint64
+	TxCtrlByPlane   [wire.MaxPlanes]uint64
+	TxNoBuffer      uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
+	PortStatusSent  uint64
+	PortStatusStale uint64 // port-status updates older than the last applied one (ignored)
+	CQOverflow      uint64
 }
