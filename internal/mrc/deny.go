@@ -201,3 +201,22 @@ func (e *Engine) countPlane(port wire.Plane) {
 		e.stats.TxCtrlByPlane[port]++
 	}
 }
+
+// Denies reports whether r denies ev toward the template peer peer, whose
+// paths are T0-local or not, with nT1 T1s per plane: the rule the engine
+// applies (resolveDeny), for callers that check a list against the fabric.
+func (r DenyRule) Denies(peer int, t0Local bool, nT1 int, ev wire.EV) bool {
+	if r.Exact {
+		return ev == r.EV
+	}
+	if r.Peer != AnyPeer && r.Peer != peer {
+		return false
+	}
+	if r.Plane != AnyPlane && r.Plane != int(ev.Plane()) {
+		return false
+	}
+	if r.T1 == AnyT1 {
+		return true
+	}
+	return !t0Local && r.T1%nT1 == int(ev.T1())%nT1
+}

@@ -195,3 +195,31 @@ func TestDenylistErrors(t *testing.T) {
 		t.Error("a refused list was installed")
 	}
 }
+
+// TestDenyRuleDeniesAgreesWithEngine: the exported matcher and the engine's
+// per-peer table say the same for every rule shape and EV.
+func TestDenyRuleDeniesAgreesWithEngine(t *testing.T) {
+	rules := []DenyRule{
+		{Plane: 1, T1: AnyT1, Peer: AnyPeer}, {Plane: 2, T1: 3, Peer: AnyPeer}, {Plane: 0, T1: 1, Peer: 0},
+		{Plane: 3, T1: 2, Peer: 1}, {Plane: AnyPlane, T1: 2, Peer: 0}, {Plane: 3, T1: AnyT1, Peer: 0},
+		{Exact: true, EV: wire.MakeEV(0, 0, 42)},
+	}
+	for _, r := range rules {
+		h := newHarness(t, hopts{seed: 3, noQPs: true})
+		if err := h.eng[0].SetDenylist([]DenyRule{r}); err != nil {
+			t.Fatal(err)
+		}
+		h.qp[0], h.qp[1] = h.connect(QPConfig{}, QPConfig{})
+		p := h.eng[0].peers[0]
+		for pl := 0; pl < testPlanes; pl++ {
+			for t1 := 0; t1 < 8; t1++ {
+				for _, ent := range []uint32{42, 43} {
+					ev := wire.MakeEV(wire.Plane(pl), uint8(t1), ent)
+					if got, want := h.eng[0].evDenied(p, ev), r.Denies(p.tidx, false, 4, ev); got != want {
+						t.Errorf("rule %v EV %v: engine %v, Denies %v", r, ev, got, want)
+					}
+				}
+			}
+		}
+	}
+}
