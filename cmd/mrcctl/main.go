@@ -1,17 +1,22 @@
 // Command mrcctl inspects and steers a running mrc-nicd through its device
 // socket: ports and their state, QPs, each QP's EV table (state, plane,
-// path, counters), deny/allow of an EV or a whole plane, counters.
+// path, counters), the denylist, counters.
 //
 //	mrcctl [-d SOCKET] [-json] ports
 //	mrcctl [-d SOCKET] [-json] qps
 //	mrcctl [-d SOCKET] [-json] evs QPN
 //	mrcctl [-d SOCKET] [-json] counters
 //	mrcctl [-d SOCKET] [-json] sessions
+//	mrcctl [-d SOCKET] [-json] deny list
 //	mrcctl [-d SOCKET] deny|allow ev EV [QPN]
+//	mrcctl [-d SOCKET] deny|allow path PLANE,T1
+//	mrcctl [-d SOCKET] deny|allow link NAME
 //	mrcctl [-d SOCKET] deny|allow plane P [QPN]
 //
-// QPN and EV are hex (0x prefix optional) or decimal; without QPN, deny and
-// allow act on every QP.
+// QPN and EV are hex (0x prefix optional) or decimal. Without QPN, deny and
+// allow edit the daemon's denylist, which holds for every QP, those created
+// later too, for the daemon's life; they need root. With a QPN they act on
+// that QP only.
 package main
 
 import (
@@ -44,8 +49,14 @@ commands:
   evs QPN                    the EV table of a QP: state, plane, path, counters
   counters                   engine, run-loop and port counters
   sessions                   applications with the device open
+  deny list                  the daemon's denylist
   deny|allow ev EV [QPN]     take an EV out of (or back into) use
-  deny|allow plane P [QPN]   the same for every EV of a plane
+  deny|allow path PLANE,T1   every EV of a plane through one T1 (its T1 index)
+  deny|allow link NAME       every path over a testbed link (h0--p0-t0-0, p0-t0-0--p0-t1-1)
+  deny|allow plane P [QPN]   every EV of a plane
+  Without QPN, deny and allow edit the daemon's denylist: every QP, now and
+  later, until allowed again; root only. Nothing denied carries data or
+  control packets. With QPN, only that QP's EVs.
 `
 
 func run(args []string, out io.Writer) error {
@@ -87,18 +98,38 @@ func run(args []string, out io.Writer) error {
 	case "sessions":
 		res = &[]service.SessionInfo{}
 	case "deny", "allow":
-		if len(a) < 3 || len(a) > 4 || (a[1] != "ev" && a[1] != "plane") {
-			return fmt.Errorf("usage: mrcctl %s ev EV [QPN] | %s plane P [QPN]", a[0], a[0])
+		if a[0] == "deny" && len(a) == 2 && a[1] == "list" {
+			req.Cmd = "denylist"
+			res = &[]daemon.DenyRow{}
+			break
 		}
-		v, err := parseNum(a[2], a[1])
-		if err != nil {
-			return err
+		okScope := a[1] == "ev" || a[1] == "plane" || a[1] == "path" || a[1] == "link"
+		if len(a) < 3 || len(a) > 4 || !okScope || (len(a) == 4 && (a[1] == "path" || a[1] == "link")) {
+			return fmt.Errorf("usage: mrcctl %[1]s ev EV [QPN] | %[1]s path PLANE,T1 | %[1]s link NAME | %[1]s plane P [QPN] | deny list", a[0])
 		}
 		req.Scope = a[1]
-		if a[1] == "ev" {
-			req.EV = v
-		} else {
-			req.Plane = int(v)
+		var err error
+		switch a[1] {
+		case "ev", "plane":
+			v, err := parseNum(a[2], a[1])
+			if err != nil {
+				return err
+			}
+			if a[1] == "ev" {
+				req.EV = v
+			} else {
+				req.Plane = int(v)
+			}
+		case "path":
+			p, t1, ok := strings.Cut(a[2], ",")
+			pv, err1 := parseNum(p, "plane")
+			tv, err2 := parseNum(t1, "T1")
+			if !ok || err1 != nil || err2 != nil {
+				return fmt.Errorf("path %q: want PLANE,T1 (e.g. 0,1)", a[2])
+			}
+			req.Plane, req.T1 = int(pv), int(tv)
+		case "link":
+			req.Link = a[2]
 		}
 		if len(a) == 4 {
 			if req.QPN, err = parseNum(a[3], "QPN"); err != nil {
@@ -158,11 +189,20 @@ func run(args []string, out io.Writer) error {
 		}
 	case *daemon.Counters:
 		b, _ := json.Marshal(r.Engine)
-		var m map[string]uint64
+		var m map[string]json.RawMessage
 		_ = json.Unmarshal(b, &m)
 		fmt.Fprintln(tw, "COUNTER\tVALUE")
 		for _, k := range sortedKeys(m) {
-			fmt.Fprintf(tw, "engine.%s\t%d\n", k, m[k])
+			var v uint64
+			var vs []uint64
+			if json.Unmarshal(m[k], &v) == nil {
+				fmt.Fprintf(tw, "engine.%s\t%d\n", k, v)
+			} else if json.Unmarshal(m[k], &vs) == nil {
+				// Per-plane counters: the NIC's planes only.
+				for pl := 0; pl < len(r.Ports) && pl < len(vs); pl++ {
+					fmt.Fprintf(tw, "engine.%s.plane%d\t%d\n", k, pl, vs[pl])
+				}
+			}
 		}
 		for _, k := range sortedKeys(r.Daemon) {
 			fmt.Fprintf(tw, "daemon.%s\t%d\n", k, r.Daemon[k])
@@ -183,6 +223,11 @@ func run(args []string, out io.Writer) error {
 		}
 	case *map[string]string:
 		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], (*r)["result"])
+	case *[]daemon.DenyRow:
+		fmt.Fprintln(tw, "ENTRY\tENGINE RULES")
+		for _, d := range *r {
+			fmt.Fprintf(tw, "%s\t%d\n", d.Entry, d.Rules)
+		}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/denylist"
 	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -60,6 +61,7 @@ type Daemon struct {
 	byPlane [wire.MaxPlanes]int
 	eng     Engine
 	tmpl    *pathtmpl.Template // srv6: for mrcctl's path column
+	deny    *denylist.List     // the daemon's denylist (deny.go); loop-only after New
 	// regions is the applications' registered memory and the engine's
 	// mrc.Memory: each application (session) is one protection domain.
 	regions *regions.Table
@@ -195,6 +197,9 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	if d.eng, err = newEngine(cfg, d.regions); err != nil {
 		return nil, fmt.Errorf("daemon: engine: %w", err)
+	}
+	if err := d.loadDenylist(); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	if opts.Capture != "" {
 		idx := -1

@@ -585,41 +585,13 @@ func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
 	case "counters":
 		n, b := d.regions.Count()
 		return Counters{Engine: d.eng.Counters(), Daemon: d.daemonCounters(), Ports: d.portStatus(), Regions: n, Bytes: b}, nil
+
 	case "deny", "allow":
-		qpn := mrc.AllQPs
-		if req.QPN != 0 {
-			if d.qps[wire.QPN(req.QPN)] == nil {
-				return nil, fmt.Errorf("QP %#06x does not exist (mrcctl qps lists them)", req.QPN)
-			}
-			qpn = wire.QPN(req.QPN)
-		}
-		deny := req.Cmd == "deny"
-		var err error
-		switch req.Scope {
-		case "ev":
-			if deny {
-				err = d.eng.Deny(qpn, wire.EV(req.EV))
-			} else {
-				err = d.eng.Allow(qpn, wire.EV(req.EV))
-			}
-		case "plane":
-			if req.Plane < 0 || req.Plane >= len(d.ports) {
-				return nil, fmt.Errorf("%s: plane %d: this NIC has planes 0..%d", req.Cmd, req.Plane, len(d.ports)-1)
-			}
-			if deny {
-				err = d.eng.DenyPlane(qpn, wire.Plane(req.Plane))
-			} else {
-				err = d.eng.AllowPlane(qpn, wire.Plane(req.Plane))
-			}
-		default:
-			return nil, fmt.Errorf("%s: scope %q: want ev or plane", req.Cmd, req.Scope)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", req.Cmd, err)
-		}
-		return map[string]string{"result": "ok"}, nil
+		return d.ctlDeny(req)
+	case "denylist":
+		return d.denyRows(), nil
 	}
-	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny or allow", req.Cmd)
+	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny, allow or denylist", req.Cmd)
 }
 
 func (d *Daemon) daemonCounters() map[string]uint64 {

@@ -119,7 +119,7 @@ func (s *Service) Serve() error {
 		if s.nextID == 0 {
 			s.nextID = 1
 		}
-		ss := &session{id: s.nextID, conn: c, svc: s, ready: make(chan struct{}, 1), done: make(chan struct{})}
+		ss := &session{id: s.nextID, conn: c, svc: s, uid: peerUID(c), ready: make(chan struct{}, 1), done: make(chan struct{})}
 		s.sessions[ss.id] = ss
 		s.wg.Add(2)
 		s.mu.Unlock()
@@ -241,6 +241,9 @@ type session struct {
 	svc    *Service
 	client string
 	pid    int
+	// uid is the peer's user id from SO_PEERCRED (the kernel's word, not
+	// the client's), -1 when unknown: deny/allow are root's only.
+	uid int
 
 	wmu sync.Mutex // serialises writes on conn
 
@@ -463,6 +466,11 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 		if r.Cmd == "sessions" {
 			return s.SessionList(), nil
 		}
+		if (r.Cmd == "deny" || r.Cmd == "allow") && ss.uid != 0 {
+			// The device socket is open to every local user (0666);
+			// a denial changes the paths of every application.
+			return nil, fmt.Errorf("%s changes the NIC's paths for every application and needs root (SO_PEERCRED uid %d); run mrcctl as root", r.Cmd, ss.uid)
+		}
 		return s.nic.Ctl(r)
 	}
 	return nil, fmt.Errorf("message type %s is not a request", t)
@@ -493,3 +501,19 @@ func closeFDs(fds []int) {
 
 // ErrNotOwner is returned (wrapped) for a QP another session owns.
 var ErrNotOwner = errors.New("QP is not owned by this application")
+
+// peerUID is the uid of the process at the other end of c (SO_PEERCRED),
+// or -1.
+func peerUID(c *net.UnixConn) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	uid := -1
+	_ = rc.Control(func(fd uintptr) {
+		if cr, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			uid = int(cr.Uid)
+		}
+	})
+	return uid
+}

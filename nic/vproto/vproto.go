@@ -464,12 +464,16 @@ type Reply struct {
 
 // CtlRequest is an mrcctl command.
 type CtlRequest struct {
-	// Cmd is ports, qps, evs, counters, deny or allow.
+	// Cmd is ports, qps, evs, counters, deny, allow or denylist.
 	Cmd string `json:"cmd"`
 	QPN uint32 `json:"qpn,omitempty"`
-	// EV or Plane select what deny/allow act on (Plane >= 0 with AllEVs).
+	// EV, Plane, T1 and Link select what deny/allow act on.
 	EV    uint32 `json:"ev,omitempty"`
 	Plane int    `json:"plane,omitempty"`
-	// Scope of deny/allow: "ev" or "plane".
+	T1    int    `json:"t1,omitempty"`
+	Link  string `json:"link,omitempty"`
+	// Scope of deny/allow: "ev", "path" (Plane, T1), "link" or "plane".
+	// Without a QPN they edit the daemon's denylist (every QP, now and
+	// later; root only); with one, only "ev" and "plane", on that QP.
 	Scope string `json:"scope,omitempty"`
 }
