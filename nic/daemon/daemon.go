@@ -26,6 +26,7 @@ import (
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/denylist"
+	"github.com/softmrc/softmrc/nic/oam"
 	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -62,6 +63,7 @@ type Daemon struct {
 	eng     Engine
 	tmpl    *pathtmpl.Template // srv6: for mrcctl's path column
 	deny    *denylist.List     // the daemon's denylist (deny.go); loop-only after New
+	oam     oamState           // uSID OAM probes in flight (oam.go); loop-only
 	// regions is the applications' registered memory and the engine's
 	// mrc.Memory: each application (session) is one protection domain.
 	regions *regions.Table
@@ -452,6 +454,10 @@ func (d *Daemon) rxFn(i int) func(frame []byte) {
 	plane := wire.Plane(d.planes[i])
 	return func(frame []byte) {
 		d.cap.frame(i, frame)
+		if oam.Is(frame) {
+			d.handleOAM(i, frame)
+			return
+		}
 		d.eng.HandlePacket(d.rxNow, plane, frame)
 	}
 }

@@ -515,6 +515,9 @@ type Counters struct {
 
 // Ctl answers mrcctl.
 func (d *Daemon) Ctl(req vproto.CtlRequest) (any, error) {
+	if req.Cmd == "oam-probe" {
+		return d.oamProbe(req) // waits for the answer outside the loop
+	}
 	var res any
 	var err error
 	if e := d.exec(func() { res, err = d.ctl(req) }); e != nil {
@@ -590,8 +593,11 @@ func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
 		return d.ctlDeny(req)
 	case "denylist":
 		return d.denyRows(), nil
+	case "oam-trace":
+		hops, _, err := d.oamTrace(req)
+		return hops, err
 	}
-	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny, allow or denylist", req.Cmd)
+	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny, allow, denylist, oam-trace or oam-probe", req.Cmd)
 }
 
 func (d *Daemon) daemonCounters() map[string]uint64 {
@@ -600,6 +606,8 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 		"rx_frames": d.c.rxFrames.Load(), "tx_frames": d.c.txFrames.Load(), "tx_queue_full": d.c.txBacklogFull.Load(),
 		"post_errors": d.c.postErrors.Load(), "not_owner": d.c.badOwner.Load(), "cqes": d.c.cqes.Load(),
 		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
+		"oam_sent": d.oam.sent, "oam_answered": d.oam.answered, "oam_echoed": d.oam.echoed,
+		"oam_unknown": d.oam.unknown, "oam_bad": d.oam.bad,
 	}
 }
 

@@ -476,4 +476,11 @@ type CtlRequest struct {
 	// Without a QPN they edit the daemon's denylist (every QP, now and
 	// later; root only); with one, only "ev" and "plane", on that QP.
 	Scope string `json:"scope,omitempty"`
+	// Peer, Hop and TimeoutMS are oam-probe's (and Peer oam-trace's):
+	// the destination host (template name or any of its addresses), the
+	// hop the probe is cut at (1-based; 0: the peer itself, an echo) and
+	// how long to wait for it. EV names the path.
+	Peer      string `json:"peer,omitempty"`
+	Hop       int    `json:"hop,omitempty"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
 }
