@@ -5,6 +5,10 @@ BIN     := bin
 # objects are byte-identical to the committed ones (CI checks that).
 CLANG   ?= clang-14
 CLANG_VERSION := 14.0.6
+# staticcheck is pinned (a release that knows the go directive's version) and
+# run with 'go run pkg@version': the module proxy and the checksum database
+# fetch exactly that release, and nothing is installed on the machine.
+STATICCHECK_VERSION := v0.8.2
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
@@ -19,7 +23,7 @@ help:
 	@echo "make demo     - bring up the clos-2p testbed, run mrc-write-bw across it, tear down"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
-	@echo "make lint     - gofmt, go vet, staticcheck"
+	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
 	@echo "make clean    - remove $(BIN)/ and test leftovers"
 
 build:
@@ -54,8 +58,7 @@ bench: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
-	PATH=$$PATH:$$($(GO) env GOPATH)/bin staticcheck $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 demo: build
 	@test -x testbed/demo.sh || { echo "make demo: the end-to-end demo is not built yet (needs mrc-nicd and mrc-write-bw; see README 'Status')"; exit 1; }

@@ -23,6 +23,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "nicsteer.h"
+#include "parsing.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -74,18 +75,18 @@ static __always_inline int redirect(struct xdp_md *ctx, __u32 cnt)
 SEC("xdp")
 int nicsteer(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
+	struct hdr_cursor c = { .pos = (void *)(long)ctx->data };
+	struct ethhdr *eth;
 	struct ipv6hdr *ip6;
+	struct udphdr *udp;
+	int nh;
 
-	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IPV6))
+	/* Short or foreign frames (-1 or another EtherType) go to the kernel. */
+	if (parse_ethhdr(&c, end, &eth) != ETH_P_IPV6)
 		goto pass;
-	ip6 = (void *)(eth + 1);
-	if ((void *)(ip6 + 1) > end || (ip6->version) != 6)
-		goto pass;
-
-	if (ip6->nexthdr == IPPROTO_IPV6) {
+	nh = parse_ip6hdr(&c, end, &ip6);
+	if (nh == IPPROTO_IPV6) {
 		struct nicsteer_lpm_key key = { .prefixlen = 128 };
 
 		__builtin_memcpy(key.addr, &ip6->daddr, sizeof(key.addr));
@@ -93,13 +94,10 @@ int nicsteer(struct xdp_md *ctx)
 			return redirect(ctx, NICSTEER_CNT_USID);
 		goto pass;
 	}
-	if (ip6->nexthdr == IPPROTO_UDP) {
-		struct udphdr *udp = (void *)(ip6 + 1);
+	if (nh == IPPROTO_UDP) {
+		int dport = parse_udphdr(&c, end, &udp);
 
-		if ((void *)(udp + 1) > end)
-			goto pass;
-		if (udp->dest != bpf_htons(NICSTEER_UDP_PORT) &&
-		    udp->dest != bpf_htons(NICSTEER_UDP_PORT_ALIAS))
+		if (dport != NICSTEER_UDP_PORT && dport != NICSTEER_UDP_PORT_ALIAS)
 			goto pass;
 		if (bpf_map_lookup_elem(&local_addrs, &ip6->daddr))
 			return redirect(ctx, NICSTEER_CNT_UDP);

@@ -19,6 +19,7 @@
 #include "structs.h"
 #include "maps.h"
 #include "parsing.h"
+#include "pkt.h"
 
 enum qm_verdict {
 	QM_SEND = 0,
@@ -44,30 +45,15 @@ static __always_inline int dscp_is_trimmable(__u8 dscp)
  * header) that a trimmed copy of this frame keeps: everything up to the end of
  * RETH, or of ImmDt for the *_IMM opcodes, with TSETH counted when BTH.ts is
  * set. It returns 0 when the frame is not a trimmable MRC data packet:
- * not Eth | IPv6 [| IPv6] | UDP 4791 | BTH with a data opcode, or headers cut
- * short, or nothing left to cut.
+ * not Eth | IPv6 [| IPv6] | UDP 4791 | BTH with a data opcode (pkt_upper
+ * found no BTH), or nothing left to cut.
  */
-static __always_inline __u32 mrc_trim_len(void *data, void *data_end,
-					  struct ipv6hdr *outer)
+static __always_inline __u32 mrc_trim_len(struct sw_pkt *p)
 {
-	struct hdr_cursor c = { .pos = outer + 1 };
-	struct ipv6hdr *inner;
-	struct udphdr *udp;
-	int nh = outer->nexthdr;
+	pkt_upper(p);
+	__u8 *bth = p->bth;
 
-	if (nh == SW_IPPROTO_IPV6) {
-		nh = parse_ip6hdr(&c, data_end, &inner);
-		if (nh < 0)
-			return 0;
-	}
-	if (nh != SW_IPPROTO_UDP)
-		return 0;
-	int dport = parse_udphdr(&c, data_end, &udp);
-	if (dport != ROCE_UDP_PORT && dport != ROCE_UDP_PORT_ALIAS)
-		return 0;
-
-	__u8 *bth = c.pos;
-	if ((void *)(bth + BTH_LEN) > data_end)
+	if (!bth)
 		return 0;
 	__u8 op = bth[0];
 	if (op < OP_WRITE_FIRST || op > OP_WRITE_ONLY_IMM)
@@ -78,9 +64,8 @@ static __always_inline __u32 mrc_trim_len(void *data, void *data_end,
 	if (op == OP_WRITE_LAST_IMM || op == OP_WRITE_ONLY_IMM)
 		hdrs += IMMDT_LEN;
 
-	__u32 cut = (__u32)((void *)bth - data) + hdrs;
-	__u32 len = (__u32)(data_end - data);
-	if (cut >= len)
+	__u32 cut = (__u32)((void *)bth - (void *)p->eth) + hdrs;
+	if (cut >= p->len)
 		return 0;
 	return cut;
 }

@@ -105,4 +105,35 @@ struct sw_counters {
 	__u64 pass;
 };
 
+/*
+ * Why a frame left the program: the value is the index of the reason's
+ * counter in struct sw_counters viewed as an array of __u64, so counting a
+ * reason is one indexed increment (switch.bpf.c count_reason) and a new
+ * reason cannot be left uncounted. The asserts below hold the two together.
+ */
+enum sw_reason {
+	R_FORWARDED = 4,
+	R_DROP_NO_ROUTE = 7,
+	R_DROP_HOP_LIMIT = 8,
+	R_DROP_FAULT = 9,
+	R_DROP_BUFFER = 10,
+	R_DROP_MALFORMED = 11,
+	R_DROP_EOC = 12,
+	R_PASS = 13,
+};
+
+#define SW_COUNTER_FIELDS (sizeof(struct sw_counters) / sizeof(__u64))
+
+#define SW_REASON_IS_FIELD(r, f) \
+	_Static_assert(__builtin_offsetof(struct sw_counters, f) == (r) * sizeof(__u64), \
+		       #r " is not the index of " #f)
+SW_REASON_IS_FIELD(R_FORWARDED, forwarded);
+SW_REASON_IS_FIELD(R_DROP_NO_ROUTE, drop_no_route);
+SW_REASON_IS_FIELD(R_DROP_HOP_LIMIT, drop_hop_limit);
+SW_REASON_IS_FIELD(R_DROP_FAULT, drop_fault);
+SW_REASON_IS_FIELD(R_DROP_BUFFER, drop_buffer);
+SW_REASON_IS_FIELD(R_DROP_MALFORMED, drop_malformed);
+SW_REASON_IS_FIELD(R_DROP_EOC, drop_end_of_container);
+SW_REASON_IS_FIELD(R_PASS, pass);
+
 #endif

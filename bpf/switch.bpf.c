@@ -2,12 +2,15 @@
 //
 // switch: the softmrc XDP soft switch (one object per switch).
 //
-// Per frame, on the outermost IPv6 header (docs/switch.md has the details):
+// Per frame, on the outermost IPv6 header (docs/switch.md has the details),
+// after one parse of the headers into a descriptor (bpf/pkt.h) that the
+// steps below share:
 //   1. not IPv6, or to a multicast, link-local or local address -> XDP_PASS;
 //      malformed (short Ethernet/IPv6, version != 6, payload length longer
 //      than the frame) -> counted drop;
 //   2. switch hung, or ingress port down/blackholed/flapped off -> counted drop;
-//   3. SRv6 mode: while the destination is one of the node's own uN SIDs:
+//   3. SRv6 mode: a block length in the config map other than 16, 32 or 48
+//      -> counted drop (no route); while the destination is one of the node's own uN SIDs:
 //      argument zero -> counted drop (end of container); hop limit <= 1 ->
 //      counted drop; else shift the CSIDs left by 16 bits keeping the block and
 //      decrement the hop limit (RFC 9800 NEXT-CSID, bounded loop).
@@ -30,60 +33,41 @@
 #include "structs.h"
 #include "maps.h"
 #include "parsing.h"
+#include "pkt.h"
 #include "srv6.h"
 #include "qmodel.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
-
-/* Counter fields, as offsets into struct sw_counters (one increment each). */
-enum sw_reason {
-	R_FORWARDED,
-	R_PASS,
-	R_DROP_NO_ROUTE,
-	R_DROP_HOP_LIMIT,
-	R_DROP_FAULT,
-	R_DROP_BUFFER,
-	R_DROP_MALFORMED,
-	R_DROP_EOC,
-};
 
 static __always_inline struct sw_counters *counters_of(__u32 port)
 {
 	return bpf_map_lookup_elem(&counters, &port);
 }
 
-/* count_drop records a verdict on port and returns the XDP action. */
+/*
+ * count_reason adds one to the counter of reason r: the reasons are the
+ * indices of their fields in struct sw_counters (structs.h checks that at
+ * compile time), so every reason, R_FORWARDED included, has its counter and
+ * none can be missed by a forgotten case.
+ */
+static __always_inline void count_reason(struct sw_counters *c, enum sw_reason r)
+{
+	__u32 i = r;
+
+	if (i < SW_COUNTER_FIELDS)
+		((__u64 *)c)[i]++;
+}
+
+/*
+ * verdict counts a pass or a drop for reason r on port and returns the XDP
+ * action. Forwarded frames are counted where they are redirected.
+ */
 static __always_inline int verdict(__u32 port, enum sw_reason r)
 {
 	struct sw_counters *c = counters_of(port);
 
-	if (c) {
-		switch (r) {
-		case R_PASS:
-			c->pass++;
-			break;
-		case R_DROP_NO_ROUTE:
-			c->drop_no_route++;
-			break;
-		case R_DROP_HOP_LIMIT:
-			c->drop_hop_limit++;
-			break;
-		case R_DROP_FAULT:
-			c->drop_fault++;
-			break;
-		case R_DROP_BUFFER:
-			c->drop_buffer++;
-			break;
-		case R_DROP_MALFORMED:
-			c->drop_malformed++;
-			break;
-		case R_DROP_EOC:
-			c->drop_end_of_container++;
-			break;
-		default:
-			break;
-		}
-	}
+	if (c)
+		count_reason(c, r);
 	return r == R_PASS ? XDP_PASS : XDP_DROP;
 }
 
@@ -143,34 +127,20 @@ static __always_inline int drop_unless_local(__u32 port, const struct ipv6hdr *i
 	return verdict(port, is_local_addr(ip6) ? R_PASS : r);
 }
 
-/* flow_sport returns the UDP source port of the outer or encapsulated UDP header (0 if none). */
-static __always_inline __u16 flow_sport(struct ipv6hdr *ip6, void *data_end)
-{
-	struct hdr_cursor c = { .pos = ip6 + 1 };
-	struct ipv6hdr *inner;
-	struct udphdr *udp;
-	int nh = ip6->nexthdr;
-
-	if (nh == SW_IPPROTO_IPV6) {
-		nh = parse_ip6hdr(&c, data_end, &inner);
-		if (nh < 0)
-			return 0;
-	}
-	if (nh != SW_IPPROTO_UDP)
-		return 0;
-	if (parse_udphdr(&c, data_end, &udp) < 0)
-		return 0;
-	return bpf_ntohs(udp->source);
-}
-
 /*
  * apply_trim cuts the frame to cut bytes and fixes every length field and the
  * DSCP. Returns 0 on success, -1 if the frame could not be trimmed (then the
  * caller drops it: its headers may no longer match its length).
+ * bpf_xdp_adjust_tail invalidates every packet pointer, so the headers are
+ * found again at the offsets parse_pkt recorded (the layout, not a re-parse):
+ * outer IPv6 after Ethernet, then the inner IPv6 if there was one, then UDP.
  */
-static __always_inline int apply_trim(struct xdp_md *ctx, __u32 len, __u32 cut,
-				      __u8 dscp)
+static __always_inline int apply_trim(struct xdp_md *ctx, const struct sw_pkt *p,
+				      __u32 cut, __u8 dscp)
 {
+	__u32 len = p->len;
+	int encap = p->inner != NULL;
+
 	/* Plain integers: keep clang from turning this into pointer math. */
 	asm volatile("" : "+r"(cut), "+r"(len));
 	if (cut >= len || cut > 0xffff)
@@ -180,25 +150,23 @@ static __always_inline int apply_trim(struct xdp_md *ctx, __u32 len, __u32 cut,
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 
-	struct hdr_cursor c = { .pos = data };
-	struct ethhdr *eth;
-	struct ipv6hdr *outer, *inner;
+	struct ipv6hdr *outer = data + sizeof(struct ethhdr);
 	struct udphdr *udp;
-	if (parse_ethhdr(&c, data_end, &eth) < 0)
-		return -1;
-	int nh = parse_ip6hdr(&c, data_end, &outer);
-	if (nh < 0)
-		return -1;
 	__u32 l3 = cut - sizeof(struct ethhdr);
-	outer->payload_len = bpf_htons((__u16)(l3 - sizeof(struct ipv6hdr)));
-	ip6_set_dscp(outer, dscp);
-	if (nh == SW_IPPROTO_IPV6) {
-		if (parse_ip6hdr(&c, data_end, &inner) < 0)
+	if (encap) {
+		struct ipv6hdr *inner = (void *)(outer + 1);
+
+		udp = (void *)(inner + 1);
+		if ((void *)(udp + 1) > data_end)
 			return -1;
 		inner->payload_len = bpf_htons((__u16)(l3 - 2 * sizeof(struct ipv6hdr)));
+	} else {
+		udp = (void *)(outer + 1);
+		if ((void *)(udp + 1) > data_end)
+			return -1;
 	}
-	if (parse_udphdr(&c, data_end, &udp) < 0)
-		return -1;
+	outer->payload_len = bpf_htons((__u16)(l3 - sizeof(struct ipv6hdr)));
+	ip6_set_dscp(outer, dscp);
 	udp->len = bpf_htons((__u16)(data_end - (void *)udp));
 	return 0;
 }
@@ -208,8 +176,8 @@ int xdp_switch(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u32 len = (__u32)(data_end - data);
 	__u32 zero = 0;
+	struct sw_pkt pkt;
 
 	/* Ingress port: attributes rx counters and ingress faults. */
 	__u32 in_port = SW_UNMAPPED_PORT;
@@ -220,22 +188,18 @@ int xdp_switch(struct xdp_md *ctx)
 	struct sw_counters *cin = counters_of(in_port);
 	if (cin) {
 		cin->rx_packets++;
-		cin->rx_bytes += len;
+		cin->rx_bytes += (__u32)(data_end - data);
 	}
 
-	struct hdr_cursor c = { .pos = data };
-	struct ethhdr *eth;
-	struct ipv6hdr *ip6;
-	int proto = parse_ethhdr(&c, data_end, &eth);
-	if (proto < 0)
+	int kind = parse_pkt(&pkt, data, data_end);
+	if (kind == PKT_MALFORMED)
 		return verdict(in_port, R_DROP_MALFORMED);
-	if (proto != SW_ETH_P_IPV6)
+	if (kind == PKT_NOT_IPV6)
 		return verdict(in_port, R_PASS);
-	if (parse_ip6hdr(&c, data_end, &ip6) < 0)
-		return verdict(in_port, R_DROP_MALFORMED);
+	struct ipv6hdr *ip6 = pkt.ip6;
 	/* A payload length longer than the frame means a lying or cut header. */
 	if ((__u32)bpf_ntohs(ip6->payload_len) + sizeof(struct ipv6hdr) >
-	    len - sizeof(struct ethhdr))
+	    pkt.len - sizeof(struct ethhdr))
 		return verdict(in_port, R_DROP_MALFORMED);
 	if (is_link_scope_da(ip6))
 		return verdict(in_port, R_PASS);
@@ -255,7 +219,15 @@ int xdp_switch(struct xdp_md *ctx)
 	/* uN processing (RFC 9800 End with NEXT-CSID), bounded. */
 	int executed = 0;
 	if (cfg->mode == SW_MODE_SRV6) {
-		__u32 bw = cfg->block_bits / 16;
+		__u32 bits = cfg->block_bits;
+		/*
+		 * The map is writable by anything with the pin: a block length
+		 * the uSID helpers were not written for (they would shift the
+		 * block itself) is a switch without a usable uSID plan.
+		 */
+		if (bits != 16 && bits != 32 && bits != 48)
+			return drop_unless_local(in_port, ip6, R_DROP_NO_ROUTE);
+		__u32 bw = bits / 16;
 		struct sw_usid_table *own = bpf_map_lookup_elem(&own_sids, &zero);
 		int done = 0;
 
@@ -300,7 +272,7 @@ int xdp_switch(struct xdp_md *ctx)
 		struct sw_ecmp_group *g = bpf_map_lookup_elem(&ecmp_groups, &gid);
 		if (!g || g->n == 0 || g->n > SW_MAX_GROUP_MEMBERS)
 			return verdict(in_port, R_DROP_NO_ROUTE);
-		__u32 h = ecmp_hash(ip6, flow_sport(ip6, data_end));
+		__u32 h = ecmp_hash(ip6, pkt_sport(&pkt));
 		__u32 idx = h % g->n;
 		/* Opaque to clang, so the bound the verifier needs is not optimised away. */
 		asm volatile("" : "+r"(idx));
@@ -321,12 +293,14 @@ int xdp_switch(struct xdp_md *ctx)
 
 	/* Egress port model. */
 	int marked = 0, trimmed = 0;
+	__u32 len = pkt.len;
+	struct ethhdr *eth = pkt.eth;
 	if (port->rate_Bps) {
 		__u8 dscp = ip6_dscp(ip6);
 		int prio = dscp_is_priority(dscp);
 		__u32 tlen = 0;
 		if (!prio && dscp_is_trimmable(dscp))
-			tlen = mrc_trim_len(data, data_end, ip6);
+			tlen = mrc_trim_len(&pkt);
 		enum qm_verdict v = vq_admit(out, port, len, tlen, prio, bpf_ktime_get_ns());
 		if (v == QM_DROP)
 			return verdict(out, R_DROP_BUFFER);
@@ -338,19 +312,19 @@ int xdp_switch(struct xdp_md *ctx)
 		if (v == QM_TRIM) {
 			__u8 td = port->role == SW_ROLE_HOST ? DSCP_TRIMMED_LASTHOP :
 							       DSCP_TRIMMED;
-			if (apply_trim(ctx, len, tlen, td) < 0)
+			if (apply_trim(ctx, &pkt, tlen, td) < 0)
 				return verdict(out, R_DROP_MALFORMED);
 			trimmed = 1;
 			data = (void *)(long)ctx->data;
 			data_end = (void *)(long)ctx->data_end;
 			len = (__u32)(data_end - data);
+			eth = data;
+			if ((void *)(eth + 1) > data_end)
+				return verdict(out, R_DROP_MALFORMED);
 		}
 	}
 
 	/* Rewrite MACs and send. */
-	eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return verdict(out, R_DROP_MALFORMED);
 	__builtin_memcpy(eth->h_dest, port->neigh_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, port->own_mac, ETH_ALEN);
 
@@ -361,9 +335,9 @@ int xdp_switch(struct xdp_md *ctx)
 	if (cout) {
 		cout->tx_packets++;
 		cout->tx_bytes += len;
-		cout->forwarded++;
 		cout->ecn_marked += marked;
 		cout->trimmed += trimmed;
+		count_reason(cout, R_FORWARDED);
 	}
 	return act;
 }

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/wire"
-	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -114,8 +113,8 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	var hops []daemon.OAMHop
-	if err := d.Ctl(vproto.CtlRequest{Cmd: "oam-trace", Peer: host, EV: uint32(ev)}, &hops); err != nil {
+	var hops []vproto.OAMHop
+	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev)}, &hops); err != nil {
 		return err
 	}
 	h := hops[len(hops)-1]
@@ -134,8 +133,8 @@ func run(args []string, out io.Writer) error {
 	start := time.Now()
 	for seq := 1; seq <= *count; seq++ {
 		t0 := time.Now()
-		var r daemon.OAMResult
-		if err := d.Ctl(vproto.CtlRequest{Cmd: "oam-probe", Peer: host, EV: uint32(ev), Hop: *hop, QPN: uint32(seq),
+		var r vproto.OAMResult
+		if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMProbe, Peer: host, EV: uint32(ev), Hop: *hop, QPN: uint32(seq),
 			TimeoutMS: int(wait.Milliseconds())}, &r); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@
 //	mrc-testbed status [--dir RUNDIR | --prefix P] [--json]
 //	mrc-testbed fault [--dir RUNDIR | --prefix P] TARGET down|up|blackhole|loss=P|flap=ON/OFF|hang|clear
 //	mrc-testbed exec [--dir RUNDIR | --prefix P] NODE -- CMD...
+//	mrc-testbed exec [--dir RUNDIR | --prefix P] h0,h1,... | hosts -- CMD...
 //	mrc-testbed down [--dir RUNDIR | --prefix P]
 package main
 
@@ -38,6 +39,10 @@ const usage = `usage:
       TARGET: a link (h0--p0-t0-0, p0-t0-0--p0-t1-1), a NIC port (h0:p0),
               a switch port (p0-t0-0:u1) or a switch (p0-t1-1)
   mrc-testbed exec [--dir RUNDIR | --prefix P] NODE -- CMD...
+  mrc-testbed exec [--dir RUNDIR | --prefix P] h0,h1,... | hosts -- CMD...
+      a group: CMD runs in every listed host (hosts: all) at once, member i
+      with MRC_RANK=i MRC_NRANKS=n MRC_RENDEZVOUS=<first host's mgmt address>
+      MRC_DEVICE=<its NIC socket> MRC_HOST; output lines are prefixed "HOST: "
   mrc-testbed down [--dir RUNDIR | --prefix P]
 presets: pair, clos-2p, clos-4p, clos-8p
 `
@@ -248,6 +253,9 @@ func dispatch(ctx context.Context, cmd string, args []string, log *slog.Logger) 
 		dir, err := f.runDir()
 		if err != nil {
 			return err
+		}
+		if run.IsGroup(pos[0]) {
+			return run.ExecGroup(ctx, dir, pos[0], rest, os.Stdout, os.Stderr)
 		}
 		return run.Exec(ctx, dir, pos[0], rest, os.Stdin, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -54,6 +55,30 @@ func TestCLI(t *testing.T) {
 	}
 	if err := do("exec", "--dir", dir, "h0", "--", "false"); err == nil {
 		t.Error("exec of false succeeded")
+	}
+	// A group: every member at once, in its own namespace, with its rank.
+	var out, errOut bytes.Buffer
+	script := `echo rank=$MRC_RANK n=$MRC_NRANKS rdv=$MRC_RENDEZVOUS dev=$MRC_DEVICE ns=$(ip netns identify)`
+	if err := run.ExecGroup(ctx, dir, "h1,h0", []string{"sh", "-c", script}, &out, &errOut); err != nil {
+		t.Fatalf("exec group: %v\n%s", err, errOut.String())
+	}
+	p, err := run.LoadPlan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdv := p.Host("h1").MgmtAddr.Addr().String()
+	for i, h := range []string{"h1", "h0"} {
+		want := fmt.Sprintf("%s: rank=%d n=2 rdv=%s dev=%s ns=%s\n", h, i, rdv, run.NICSocket(p.Host(h)), p.Host(h).NS)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("exec group output lacks %q:\n%s", want, out.String())
+		}
+	}
+	err = run.ExecGroup(ctx, dir, "hosts", []string{"sh", "-c", "exit $MRC_RANK"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "h1: exit status 1") || strings.Contains(err.Error(), "h0:") {
+		t.Errorf("exec group with h1 failing: %v", err)
+	}
+	if err := run.ExecGroup(ctx, dir, "h0,h9", []string{"true"}, io.Discard, io.Discard); err == nil {
+		t.Error("group with an unknown host accepted")
 	}
 	if err := do("plan", "--preset", "nope"); err == nil || !strings.Contains(err.Error(), "clos-2p") {
 		t.Errorf("bad preset: %v", err)

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/wire"
-	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -91,8 +90,8 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	var hops []daemon.OAMHop
-	if err := d.Ctl(vproto.CtlRequest{Cmd: "oam-trace", Peer: host, EV: uint32(ev)}, &hops); err != nil {
+	var hops []vproto.OAMHop
+	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev)}, &hops); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "mrc-traceroute to %s over EV %v (plane %d, T1 %d), %d hops, %d probes each\n",
@@ -102,8 +101,8 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "%2d  %s (uSID %s)", h.Hop, h.Name, h.USID)
 		got := 0
 		for i := 0; i < *q; i++ {
-			var r daemon.OAMResult
-			if err := d.Ctl(vproto.CtlRequest{Cmd: "oam-probe", Peer: host, EV: uint32(ev), Hop: h.Hop, QPN: uint32(i + 1),
+			var r vproto.OAMResult
+			if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMProbe, Peer: host, EV: uint32(ev), Hop: h.Hop, QPN: uint32(i + 1),
 				TimeoutMS: int(wait.Milliseconds())}, &r); err != nil {
 				return err
 			}

@@ -15,8 +15,13 @@
 //
 // QPN and EV are hex (0x prefix optional) or decimal. Without QPN, deny and
 // allow edit the daemon's denylist, which holds for every QP, those created
-// later too, for the daemon's life; they need root. With a QPN they act on
-// that QP only.
+// later too, for the daemon's life. With a QPN they act on that QP only.
+//
+// Run as root (or as mrc-nicd's user), mrcctl sees and steers every
+// application's QPs; run as another user it is an application like any
+// other: it sees only its own session, and deny/allow/evs of other
+// applications' QPs (or of every QP) are refused. mrcctl links only the
+// client library and the protocol (nic/verbs, nic/vproto), no daemon code.
 package main
 
 import (
@@ -29,8 +34,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/softmrc/softmrc/nic/daemon"
-	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -54,9 +57,10 @@ commands:
   deny|allow path PLANE,T1   every EV of a plane through one T1 (its T1 index)
   deny|allow link NAME       every path over a testbed link (h0--p0-t0-0, p0-t0-0--p0-t1-1)
   deny|allow plane P [QPN]   every EV of a plane
-  Without QPN, deny and allow edit the daemon's denylist: every QP, now and
-  later, until allowed again; root only. Nothing denied carries data or
-  control packets. With QPN, only that QP's EVs.
+Without QPN, deny and allow edit the daemon's denylist: every QP, now and
+later, until allowed again. Nothing denied carries data or control packets.
+With QPN, only that QP's EVs. Other applications' QPs, and deny/allow
+without QPN, need root.
 `
 
 func run(args []string, out io.Writer) error {
@@ -76,14 +80,14 @@ func run(args []string, out io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("no command")
 	}
-	req := vproto.CtlRequest{Cmd: a[0]}
+	req := vproto.CtlRequest{Cmd: vproto.CtlCmd(a[0])}
 	var res any
-	switch a[0] {
-	case "ports":
-		res = &[]daemon.PortStatus{}
-	case "qps":
-		res = &[]daemon.QPRow{}
-	case "evs":
+	switch req.Cmd {
+	case vproto.CtlPorts:
+		res = &[]vproto.PortStatus{}
+	case vproto.CtlQPs:
+		res = &[]vproto.QPRow{}
+	case vproto.CtlEVs:
 		if len(a) != 2 {
 			return fmt.Errorf("usage: mrcctl evs QPN")
 		}
@@ -92,35 +96,35 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 		req.QPN = q
-		res = &[]daemon.EVRow{}
-	case "counters":
-		res = &daemon.Counters{}
-	case "sessions":
-		res = &[]service.SessionInfo{}
-	case "deny", "allow":
-		if a[0] == "deny" && len(a) == 2 && a[1] == "list" {
-			req.Cmd = "denylist"
-			res = &[]daemon.DenyRow{}
+		res = &[]vproto.EVRow{}
+	case vproto.CtlCounters:
+		res = &vproto.Counters{}
+	case vproto.CtlSessions:
+		res = &[]vproto.SessionInfo{}
+	case vproto.CtlDeny, vproto.CtlAllow:
+		if req.Cmd == vproto.CtlDeny && len(a) == 2 && a[1] == "list" {
+			req.Cmd = vproto.CtlDenylist
+			res = &[]vproto.DenyRow{}
 			break
 		}
-		okScope := a[1] == "ev" || a[1] == "plane" || a[1] == "path" || a[1] == "link"
+		okScope := len(a) > 1 && (a[1] == "ev" || a[1] == "plane" || a[1] == "path" || a[1] == "link")
 		if len(a) < 3 || len(a) > 4 || !okScope || (len(a) == 4 && (a[1] == "path" || a[1] == "link")) {
 			return fmt.Errorf("usage: mrcctl %[1]s ev EV [QPN] | %[1]s path PLANE,T1 | %[1]s link NAME | %[1]s plane P [QPN] | deny list", a[0])
 		}
-		req.Scope = a[1]
+		req.Scope = vproto.CtlScope(a[1])
 		var err error
-		switch a[1] {
-		case "ev", "plane":
+		switch req.Scope {
+		case vproto.ScopeEV, vproto.ScopePlane:
 			v, err := parseNum(a[2], a[1])
 			if err != nil {
 				return err
 			}
-			if a[1] == "ev" {
+			if req.Scope == vproto.ScopeEV {
 				req.EV = v
 			} else {
 				req.Plane = int(v)
 			}
-		case "path":
+		case vproto.ScopePath:
 			p, t1, ok := strings.Cut(a[2], ",")
 			pv, err1 := parseNum(p, "plane")
 			tv, err2 := parseNum(t1, "T1")
@@ -128,7 +132,7 @@ func run(args []string, out io.Writer) error {
 				return fmt.Errorf("path %q: want PLANE,T1 (e.g. 0,1)", a[2])
 			}
 			req.Plane, req.T1 = int(pv), int(tv)
-		case "link":
+		case vproto.ScopeLink:
 			req.Link = a[2]
 		}
 		if len(a) == 4 {
@@ -136,7 +140,7 @@ func run(args []string, out io.Writer) error {
 				return err
 			}
 		}
-		res = &map[string]string{}
+		res = &vproto.CtlResult{}
 	default:
 		fs.Usage()
 		return fmt.Errorf("unknown command %q", a[0])
@@ -163,7 +167,7 @@ func run(args []string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	defer tw.Flush()
 	switch r := res.(type) {
-	case *[]daemon.PortStatus:
+	case *[]vproto.PortStatus:
 		fmt.Fprintln(tw, "PORT\tINTERFACE\tPLANE\tADDRESS\tSTATE\tRX FRAMES\tRX BYTES\tTX FRAMES\tTX BYTES\tRX DROPPED\tTX FULL")
 		for _, p := range *r {
 			st := "down"
@@ -172,58 +176,48 @@ func run(args []string, out io.Writer) error {
 			}
 			s := p.Stats
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Name, p.Interface, p.Plane, p.Address, st,
-				s.RxFrames, s.RxBytes, s.TxFrames, s.TxBytes, s.RxDropped+s.RxRingFull+s.FillEmpty, s.TxFull)
+				s["RxFrames"], s["RxBytes"], s["TxFrames"], s["TxBytes"], s["RxDropped"]+s["RxRingFull"]+s["FillEmpty"], s["TxFull"])
 		}
-	case *[]daemon.QPRow:
-		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tREMOTE\tSRTT(us)\tCWND\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
+	case *[]vproto.QPRow:
+		fmt.Fprintln(tw, "QPN\tSESSION\tSTATE\tSTATUS\tTRANSPORT\tREMOTE\tSRTT(us)\tCWND|RATE\tIN FLIGHT\tBACKLOG\tTX DATA\tTX RTX\tTX BYTES\tRX DATA\tRX BYTES\tTIMEOUTS\tLOSSES\tEVS GOOD/ALL")
 		for _, q := range *r {
-			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%#06x\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
-				q.RemoteQPN, q.SRTTus, q.Cwnd, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
+			// CWND for MRC (bytes), DCQCN's rate for RoCE.
+			cc := fmt.Sprint(q.Cwnd)
+			if q.Transport == "roce" {
+				cc = fmt.Sprintf("%.3fG cnp %d/%d", q.RateGbps, q.CNPsRx, q.CNPsTx)
+			}
+			fmt.Fprintf(tw, "%#06x\t%d\t%s\t%s\t%s\t%#06x\t%.1f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", q.QPN, q.Owner, q.State, q.Status,
+				q.Transport, q.RemoteQPN, q.SRTTus, cc, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
 				q.Timeouts, q.Losses, q.GoodEVs, q.EVs)
 		}
-	case *[]daemon.EVRow:
+	case *[]vproto.EVRow:
 		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
 		for _, e := range *r {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, e.State, e.Active,
 				e.Sent, e.Acked, e.ECN, e.Trims, e.Losses, e.Timeouts, e.Probes)
 		}
-	case *daemon.Counters:
-		b, _ := json.Marshal(r.Engine)
-		var m map[string]json.RawMessage
-		_ = json.Unmarshal(b, &m)
+	case *vproto.Counters:
 		fmt.Fprintln(tw, "COUNTER\tVALUE")
-		for _, k := range sortedKeys(m) {
-			var v uint64
-			var vs []uint64
-			if json.Unmarshal(m[k], &v) == nil {
-				fmt.Fprintf(tw, "engine.%s\t%d\n", k, v)
-			} else if json.Unmarshal(m[k], &vs) == nil {
-				// Per-plane counters: the NIC's planes only.
-				for pl := 0; pl < len(r.Ports) && pl < len(vs); pl++ {
-					fmt.Fprintf(tw, "engine.%s.plane%d\t%d\n", k, pl, vs[pl])
-				}
-			}
+		for _, k := range sortedKeys(r.Engine) {
+			fmt.Fprintf(tw, "engine.%s\t%d\n", k, r.Engine[k])
 		}
 		for _, k := range sortedKeys(r.Daemon) {
 			fmt.Fprintf(tw, "daemon.%s\t%d\n", k, r.Daemon[k])
 		}
 		fmt.Fprintf(tw, "regions\t%d\nregion_bytes\t%d\n", r.Regions, r.Bytes)
 		for _, p := range r.Ports {
-			b, _ := json.Marshal(p.Stats)
-			var ps map[string]uint64
-			_ = json.Unmarshal(b, &ps)
-			for _, k := range sortedKeys(ps) {
-				fmt.Fprintf(tw, "port.%s.%s\t%d\n", p.Name, k, ps[k])
+			for _, k := range sortedKeys(p.Stats) {
+				fmt.Fprintf(tw, "port.%s.%s\t%d\n", p.Name, k, p.Stats[k])
 			}
 		}
-	case *[]service.SessionInfo:
-		fmt.Fprintln(tw, "SESSION\tCLIENT\tPID")
+	case *[]vproto.SessionInfo:
+		fmt.Fprintln(tw, "SESSION\tCLIENT\tPID\tUID")
 		for _, s := range *r {
-			fmt.Fprintf(tw, "%d\t%s\t%d\n", s.ID, s.Client, s.PID)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\n", s.ID, s.Client, s.PID, s.UID)
 		}
-	case *map[string]string:
-		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], (*r)["result"])
-	case *[]daemon.DenyRow:
+	case *vproto.CtlResult:
+		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], r.Result)
+	case *[]vproto.DenyRow:
 		fmt.Fprintln(tw, "ENTRY\tENGINE RULES")
 		for _, d := range *r {
 			fmt.Fprintf(tw, "%s\t%d\n", d.Entry, d.Rules)

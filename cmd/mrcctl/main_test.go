@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -52,6 +56,28 @@ func TestCommands(t *testing.T) {
 		{"allow", "plane", "1"}, {"deny", "path", "0"}, {"deny", "link", "h1--p0-t0-0"}, {"deny", "link", "a--b", "0x10"}} {
 		if err := run(append([]string{"-d", sock}, bad...), &bytes.Buffer{}); err == nil {
 			t.Errorf("mrcctl %v succeeded", bad)
+		}
+	}
+}
+
+// mrcctl is a client: it links the protocol and the client library, never
+// the daemon (its AF_XDP ports, engine, service).
+func TestLinksNoDaemonCode(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Skip("skipping: no go command to list mrcctl's dependencies")
+		}
+	}
+	out, err := exec.Command(goBin, "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range []string{"/nic/xsk", "/nic/daemon", "/nic/service", "/nic/regions", "/internal/mrc"} {
+			if strings.HasSuffix(pkg, banned) {
+				t.Errorf("mrcctl links %s", pkg)
+			}
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -173,11 +174,11 @@ func New(cfg Config) (*Sim, error) {
 	for pi := 0; pi < P; pi++ {
 		p := wire.Plane(pi)
 		for k := 0; k < cfg.T0s; k++ {
-			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []uint16{T0USID(p, k)}}
+			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []uint16{pathtmpl.T0USID(k, p)}}
 			s.t0[pi] = append(s.t0[pi], &node{kind: KindT0, name: fmt.Sprintf("p%d.t0.%d", pi, k), plane: p, index: k, sw: m})
 		}
 		for j := 0; j < cfg.T1s; j++ {
-			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []uint16{T1USID(p, j)}}
+			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []uint16{pathtmpl.T1USID(j, p)}}
 			s.t1[pi] = append(s.t1[pi], &node{kind: KindT1, name: fmt.Sprintf("p%d.t1.%d", pi, j), plane: p, index: j, sw: m})
 		}
 		// T0 ports: 0..HostsPerT0-1 downlinks, then one uplink per T1.
@@ -235,7 +236,7 @@ func (s *Sim) installFIB(p wire.Plane) {
 		for d := 0; d < c.HostsPerT0; d++ {
 			h := k*c.HostsPerT0 + d
 			if c.Mode == ModeSRv6 {
-				m.AddRoute(Route{Prefix: c.prefix48(DownlinkUSID(p, d)), Port: d, Group: -1})
+				m.AddRoute(Route{Prefix: c.prefix48(pathtmpl.DownlinkUSID(d, p)), Port: d, Group: -1})
 			} else {
 				m.AddRoute(Route{Prefix: c.hostPrefix(h, p), Port: d, Group: -1})
 			}
@@ -249,13 +250,13 @@ func (s *Sim) installFIB(p wire.Plane) {
 		}
 		if c.Mode == ModeSRv6 {
 			for j := 0; j < c.T1s; j++ {
-				m.AddRoute(Route{Prefix: c.prefix48(T1USID(p, j)), Port: c.HostsPerT0 + j, Group: -1})
+				m.AddRoute(Route{Prefix: c.prefix48(pathtmpl.T1USID(j, p)), Port: c.HostsPerT0 + j, Group: -1})
 			}
 			// Another T0's uN without a T1 in front of it: any T1 (as
 			// the testbed plans it); the EV-named paths never need it.
 			for k2 := 0; k2 < c.T0s && len(uplinks) > 0; k2++ {
 				if k2 != k {
-					m.AddRoute(Route{Prefix: c.prefix48(T0USID(p, k2)), Port: -1, Group: 0})
+					m.AddRoute(Route{Prefix: c.prefix48(pathtmpl.T0USID(k2, p)), Port: -1, Group: 0})
 				}
 			}
 		} else if len(uplinks) > 0 {
@@ -270,7 +271,7 @@ func (s *Sim) installFIB(p wire.Plane) {
 		m := t1.sw
 		for k := 0; k < c.T0s; k++ {
 			if c.Mode == ModeSRv6 {
-				m.AddRoute(Route{Prefix: c.prefix48(T0USID(p, k)), Port: k, Group: -1})
+				m.AddRoute(Route{Prefix: c.prefix48(pathtmpl.T0USID(k, p)), Port: k, Group: -1})
 			} else {
 				for d := 0; d < c.HostsPerT0; d++ {
 					m.AddRoute(Route{Prefix: c.hostPrefix(k*c.HostsPerT0+d, p), Port: k, Group: -1})

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -360,7 +361,7 @@ func TestT0ToT0ViaAnyT1(t *testing.T) {
 	m := s.T0(2, 0).Model()
 	used := map[int]bool{}
 	for i := 0; i < 64; i++ {
-		da, _ := wire.F3216.Build(cfg.Block, T0USID(2, 0), T0USID(2, 1), DownlinkUSID(2, 0))
+		da, _ := wire.F3216.Build(cfg.Block, pathtmpl.T0USID(0, 2), pathtmpl.T0USID(1, 2), pathtmpl.DownlinkUSID(0, 2))
 		f := frameTo(t, da, 64, wire.DSCPTrimmable, wire.ECNECT0, wire.OpWriteOnly, 8)
 		u := wire.UDP(f[wire.EthLen+2*wire.IPv6Len:])
 		u.SetSrcPort(uint16(i * 977))

@@ -26,9 +26,9 @@ func (c *Config) Template(h int) (*pathtmpl.Template, error) {
 	k, _ := c.HostT0(h)
 	for pi := 0; pi < c.Planes; pi++ {
 		p := wire.Plane(pi)
-		lp := pathtmpl.LocalPlane{Plane: pi, Addr: c.HostAddr(h, p).String(), T0: T0USID(p, k)}
+		lp := pathtmpl.LocalPlane{Plane: pi, Addr: c.HostAddr(h, p).String(), T0: pathtmpl.T0USID(k, p)}
 		for j := 0; j < nT1; j++ {
-			u := T1USID(p, j)
+			u := pathtmpl.T1USID(j, p)
 			lp.T1 = append(lp.T1, u)
 		}
 		t.Local.Planes = append(t.Local.Planes, lp)
@@ -42,7 +42,7 @@ func (c *Config) Template(h int) (*pathtmpl.Template, error) {
 		for pi := 0; pi < c.Planes; pi++ {
 			p := wire.Plane(pi)
 			pr.Planes = append(pr.Planes, pathtmpl.PeerPlane{Plane: pi, Addr: c.HostAddr(o, p).String(),
-				T0: T0USID(p, ok), Downlink: DownlinkUSID(p, dl)})
+				T0: pathtmpl.T0USID(ok, p), Downlink: pathtmpl.DownlinkUSID(dl, p)})
 		}
 		t.Peers = append(t.Peers, pr)
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -62,7 +63,7 @@ func (h *testHost) HandlePacket(now int64, port wire.Plane, frame []byte) {
 	}
 	if p.Encap {
 		_, dl := h.cfg.HostT0(h.id)
-		if !wire.F3216.MatchesUN(p.OuterDst, h.cfg.Block, DownlinkUSID(port, dl)) || !wire.F3216.ArgIsZero(p.OuterDst) {
+		if !wire.F3216.MatchesUN(p.OuterDst, h.cfg.Block, pathtmpl.DownlinkUSID(dl, port)) || !wire.F3216.ArgIsZero(p.OuterDst) {
 			h.t.Errorf("host %d port %d: outer DA %v is not my downlink container", h.id, port, p.OuterDst)
 			h.bad++
 		}

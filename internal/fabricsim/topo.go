@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -128,14 +129,14 @@ func (c *Config) fill() error {
 	switch {
 	case c.Planes < 1 || c.Planes > wire.MaxPlanes:
 		return fmt.Errorf("fabricsim: %d planes: want 1..%d (the EV plane field is 4 bits)", c.Planes, wire.MaxPlanes)
-	case c.T0s < 1 || c.T0s > 0xbf-0x40+1:
-		return fmt.Errorf("fabricsim: %d T0s per plane: want 1..128 (uSID indexes 0x40..0xbf)", c.T0s)
-	case c.T1s < 0 || c.T1s > 0x3f:
-		return fmt.Errorf("fabricsim: %d T1s per plane: want 0..63 (uSID indexes 0x01..0x3f)", c.T1s)
+	case c.T0s < 1 || c.T0s > pathtmpl.MaxT0s:
+		return fmt.Errorf("fabricsim: %d T0s per plane: want 1..%d (the uSID allocation, docs/conventions.md)", c.T0s, pathtmpl.MaxT0s)
+	case c.T1s < 0 || c.T1s > pathtmpl.MaxT1s:
+		return fmt.Errorf("fabricsim: %d T1s per plane: want 0..%d (the uSID allocation, docs/conventions.md)", c.T1s, pathtmpl.MaxT1s)
 	case c.T1s == 0 && c.T0s > 1:
 		return fmt.Errorf("fabricsim: %d T0s need at least one T1 per plane", c.T0s)
-	case c.HostsPerT0 < 1 || c.HostsPerT0 > 0xfe-0xc0+1:
-		return fmt.Errorf("fabricsim: %d hosts per T0: want 1..63 (uSID indexes 0xc0..0xfe)", c.HostsPerT0)
+	case c.HostsPerT0 < 1 || c.HostsPerT0 > pathtmpl.MaxDownlinks:
+		return fmt.Errorf("fabricsim: %d hosts per T0: want 1..%d (the uSID allocation, docs/conventions.md)", c.HostsPerT0, pathtmpl.MaxDownlinks)
 	case c.Host.RateBps < 0 || c.Fabric.RateBps < 0 || c.Host.Delay < 0 || c.Fabric.Delay < 0:
 		return fmt.Errorf("fabricsim: negative link rate or delay")
 	}
@@ -145,18 +146,8 @@ func (c *Config) fill() error {
 // Hosts is the number of hosts.
 func (c *Config) Hosts() int { return c.T0s * c.HostsPerT0 }
 
-// Addressing and uSIDs, exactly as docs/conventions.md (and the testbed)
-// derive them. Every uSID is index<<8 | plane.
-
-// T1USID is the uN uSID of T1 number j of plane p.
-func T1USID(p wire.Plane, j int) uint16 { return uint16(0x01+j)<<8 | uint16(p) }
-
-// T0USID is the uN uSID of T0 number k of plane p.
-func T0USID(p wire.Plane, k int) uint16 { return uint16(0x40+k)<<8 | uint16(p) }
-
-// DownlinkUSID is the uSID of downlink d of a T0 in plane p (the NIC port
-// behind it owns block:DownlinkUSID::/48 as seen after its T0 shifted).
-func DownlinkUSID(p wire.Plane, d int) uint16 { return uint16(0xc0+d)<<8 | uint16(p) }
+// Addressing exactly as docs/conventions.md (and the testbed) derive it; the
+// uSIDs come from pathtmpl (T1USID, T0USID, DownlinkUSID).
 
 // HostAddr is the address of host h's NIC port in plane p, as the testbed
 // plans it (testbed/plan.HostAddr): fd00:<run>:<plane>:<h+1>::1 in the /64
@@ -182,9 +173,9 @@ func (c *Config) PathDA(p wire.Plane, src, t1, dst int) wire.Addr128 {
 	d0, dl := c.HostT0(dst)
 	var a wire.Addr128
 	if s0 == d0 {
-		a, _ = wire.F3216.Build(c.Block, T0USID(p, s0), DownlinkUSID(p, dl))
+		a, _ = wire.F3216.Build(c.Block, pathtmpl.T0USID(s0, p), pathtmpl.DownlinkUSID(dl, p))
 	} else {
-		a, _ = wire.F3216.Build(c.Block, T0USID(p, s0), T1USID(p, t1), T0USID(p, d0), DownlinkUSID(p, dl))
+		a, _ = wire.F3216.Build(c.Block, pathtmpl.T0USID(s0, p), pathtmpl.T1USID(t1, p), pathtmpl.T0USID(d0, p), pathtmpl.DownlinkUSID(dl, p))
 	}
 	return a
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 )
@@ -63,14 +64,25 @@ const (
 	// receiver accepts only the next PSN, answers a gap with a NAK-sequence
 	// (AETH syndrome 0x60) and the sender resends everything from the hole.
 	GoBackN
+	// RoCE: the RoCEv2 RC baseline (docs/roce.md): GoBackN's reliability on
+	// exactly one path for the QP's life (the EV, hence UDP source port and
+	// flow label, derived from the QPN pair as RoCE NICs do, roce.go), paced
+	// by DCQCN (internal/dcqcn) instead of the window congestion control.
+	RoCE
 )
 
 func (t Transport) String() string {
-	if t == GoBackN {
+	switch t {
+	case GoBackN:
 		return "gobackn"
+	case RoCE:
+		return "roce"
 	}
 	return "mrc"
 }
+
+// inOrder reports whether t delivers in order with go-back-N recovery.
+func (t Transport) inOrder() bool { return t == GoBackN || t == RoCE }
 
 // Config configures an Engine (one soft NIC with one port per plane).
 type Config struct {
@@ -182,7 +194,8 @@ type QPConfig struct {
 	// RetryTimeout: a QP with unacknowledged data that has had nothing
 	// acknowledged for this long goes to error with StatusRetryExceeded,
 	// flushing its WRs (RC's retry count × timeout: a peer that is gone
-	// is not retried forever). Default 1 s; negative: never.
+	// is not retried forever). Default max(1 s, MaxAckTimeout); negative:
+	// never.
 	RetryTimeout Time
 	// NoEVTimeout: a QP with data to send and no usable EV for this long goes
 	// to error (default 100 ms).
@@ -210,6 +223,10 @@ type QPConfig struct {
 	Deny []wire.EV
 	// StartPSN is the first PSN this QP sends; random when zero.
 	StartPSN wire.PSN
+	// DCQCN configures the RoCE transport's congestion control (zero
+	// fields: the mlx5 defaults; LineRate 0: the plane's port rate, or
+	// 100 Gb/s on an unpaced engine). Ignored by the other transports.
+	DCQCN dcqcn.Config
 }
 
 // CCConfig are the NSCC-style constants (docs/engine.md explains them).

@@ -174,23 +174,30 @@ func fixICRC(b []byte) {
 	binary.LittleEndian.PutUint32(b[end:], wire.ICRC(b[p.InnerOff:end]))
 }
 
+// FuzzHandlePacket hands one frame to each side of a fresh connected pair.
+// The pair comes from the stateful fuzzer's harness (fuzz_test.go), built
+// once per worker: a fresh harness per input ran at about 19 inputs/s.
 func FuzzHandlePacket(f *testing.F) {
 	seedH := newHarness(f, hopts{seed: 5})
 	seedH.transferSeeds(f)
 	f.Fuzz(func(t *testing.T, fix bool, frame []byte) {
-		h := newHarness(t, hopts{seed: 5})
-		g := newGuarded(h, 1, 0x77, 0x5000, 1000)
+		if fzPair == nil {
+			fzPair = newFuzzPair()
+		}
+		fp := fzPair
+		fp.reset(t, 5)
 		b := append([]byte(nil), frame...)
 		if fix {
 			fixICRC(b)
 		}
 		for side := 0; side < 2; side++ {
-			h.eng[side].HandlePacket(h.now, wire.Plane(len(b)%testPlanes), b)
-			h.now += Microsecond
-			h.eng[side].Poll(h.now, func(wire.Plane, []byte) {})
-			_ = h.eng[side].NextDeadline()
+			fp.eng[side].HandlePacket(fp.now, wire.Plane(len(b)%testPlanes), b)
+			fp.now += Microsecond
+			fp.poll()
 		}
-		g.intact(t)
+		if err := fp.guards(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

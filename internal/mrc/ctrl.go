@@ -11,6 +11,7 @@ const (
 	ctrlNAKSeq // go-back-N: AETH NAK sequence error
 	ctrlAck    // Transport ACK (AETH) for compatibility (Config.TransportACK)
 	ctrlEPResp // EETH answering an ERTH
+	ctrlCNP    // RoCEv2 CNP (RoCE transport, roce.go)
 )
 
 // ctrlItem is a control packet waiting for Poll. Items are small values in a
@@ -94,5 +95,7 @@ func (e *Engine) sendCtrl(it ctrlItem, emit func(wire.Plane, []byte)) {
 		q.sendNAKSeq(it, emit)
 	case ctrlAck:
 		q.sendTransportACK(emit)
+	case ctrlCNP:
+		q.sendCNP(emit)
 	}
 }

@@ -78,11 +78,9 @@ func New(cfg Config, mem Memory, rng *rand.Rand) (*Engine, error) {
 		return nil, configErr("Planes = %d, want 1..%d", cfg.Planes, wire.MaxPlanes)
 	}
 	if cfg.MTU == 0 {
-		cfg.MTU = 2048
+		cfg.MTU = DefaultMTU
 	}
-	switch cfg.MTU {
-	case 1024, 2048, 4096:
-	default:
+	if !ValidMTU(cfg.MTU) {
 		return nil, configErr("MTU = %d, want 1024, 2048 or 4096 payload bytes", cfg.MTU)
 	}
 	if cfg.Mode == SRv6 {
@@ -126,7 +124,7 @@ func New(cfg Config, mem Memory, rng *rand.Rand) (*Engine, error) {
 	e := &Engine{cfg: cfg, mem: mem, rng: rng, qps: map[wire.QPN]*qp{}, nextQP: 0x100,
 		localUp: uint32(1)<<cfg.Planes - 1}
 	e.ctrl.init(cfg.CtrlQueue)
-	e.cq = make([]Completion, 0, 1024)
+	e.cq = make([]Completion, 0, 64) // grows to what the application leaves in it
 	return e, nil
 }
 
@@ -415,6 +413,8 @@ func (e *Engine) HandlePacket(now Time, port wire.Plane, frame []byte) {
 		q.handleProbe(port, p)
 	case op == wire.OpAck:
 		q.handleAETH(p)
+	case op == wire.OpCNP:
+		q.handleCNP()
 	default:
 		e.stats.RxDecodeErr++
 	}

@@ -25,7 +25,7 @@ func (q *qp) usable(idx int32) bool {
 // anyUsableEV reports whether a data packet could be sent now (a SKIP EV
 // counts: the rotation restores it).
 func (q *qp) anyUsableEV() bool {
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		return q.gbnPick() != -1
 	}
 	for _, idx := range q.order {
@@ -406,7 +406,7 @@ func (q *qp) evFromWire(ev wire.EV) int32 {
 // Under random loss a later packet through the group is nearly always
 // acknowledged before a loss is declared, so this does not fire there.
 func (q *qp) pathFailedAt(idx int32, sent Time) {
-	if idx < 0 || q.cfg.Transport == GoBackN {
+	if idx < 0 || q.cfg.Transport.inOrder() {
 		return
 	}
 	x := &q.evs[idx]
@@ -428,7 +428,7 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 }
 
 func (q *qp) pathFailed(idx int32) {
-	if idx < 0 || q.cfg.Transport == GoBackN {
+	if idx < 0 || q.cfg.Transport.inOrder() {
 		return
 	}
 	x := &q.evs[idx]

@@ -42,7 +42,7 @@ const (
 )
 
 func (c *QPConfig) setDefaults() error {
-	if c.Transport > GoBackN {
+	if c.Transport > RoCE {
 		return configErr("unknown transport %d", c.Transport)
 	}
 	if c.NumEVs == 0 {
@@ -85,11 +85,12 @@ func (c *QPConfig) setDefaults() error {
 	if c.MaxAckTimeout == 0 {
 		c.MaxAckTimeout = max(64*c.AckTimeout, c.MaxRTO)
 	}
+	if c.RetryTimeout == 0 {
+		// At least one retransmission at the longest backoff.
+		c.RetryTimeout = max(defaultRetryTimeout, c.MaxAckTimeout)
+	}
 	if c.RetryLimit == 0 {
 		c.RetryLimit = defaultRetryLimit
-	}
-	if c.RetryTimeout == 0 {
-		c.RetryTimeout = defaultRetryTimeout
 	}
 	if c.NoEVTimeout == 0 {
 		c.NoEVTimeout = defaultNoEV
@@ -264,6 +265,7 @@ type qp struct {
 
 	rx    rxState
 	stats QPCounters
+	roce  *roceState // RoCE transport only (roce.go)
 }
 
 func newQP(e *Engine, qpn wire.QPN, c QPConfig) *qp {
@@ -313,11 +315,11 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 	if per < 1 {
 		per = 1
 	}
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		per = 1
 	}
 	res := q.cfg.ReservePerPlane
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		res = 0
 	}
 	rng := q.e.rng
@@ -325,6 +327,8 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 		if err := q.explicitEVs(mask); err != nil {
 			return err
 		}
+	} else if q.cfg.Transport == RoCE {
+		q.roceEVs(planes, p)
 	} else {
 		q.generateEVs(planes, per, res, p)
 	}
@@ -360,6 +364,11 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 		q.setEVAdmin(d, true)
 	}
 	q.applyDenylist()
+	if q.cfg.Transport == RoCE {
+		if err := q.roceConnect(); err != nil {
+			return err
+		}
+	}
 	q.rx.init(q, remote.StartPSN)
 	q.connectedAt = q.e.now
 	q.state = QPReady
@@ -550,7 +559,7 @@ func (q *qp) sendableAt() Time {
 		t = min(t, e.portBusy[pl]-e.cfg.PortQueue+1)
 		return false
 	}
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		idx := q.gbnPick()
 		if idx == -1 {
 			return Never
@@ -583,6 +592,7 @@ func (q *qp) snapshot(s *QPSnapshot) {
 	evs, rev := s.EVs[:0], s.ReverseEVs[:0]
 	*s = QPSnapshot{QPN: q.qpn, State: q.state, Status: q.status, Transport: q.cfg.Transport, Peer: q.remote,
 		SRTT: q.srtt, RTTVar: q.rttvar, SndUna: q.sndUna, SndNxt: q.sndNxt, RcvCack: q.rx.cack, Counters: q.stats}
+	q.roceSnapshot(s)
 	if q.peer != nil {
 		s.Cwnd, s.InFlight, s.RemoteUp = int(q.peer.cc.cwnd), q.peer.cc.inflight, q.peer.remoteUp
 	}
@@ -631,8 +641,8 @@ func (q *qp) deadline() Time {
 		return d
 	}
 	if q.hasWork() {
-		if q.peer.cc.canSend(q.e.cfg.MTU) {
-			if t := q.sendableAt(); t < Never {
+		if q.ccOpen() {
+			if t := q.rocePace(q.sendableAt()); t < Never {
 				return max(now, min(d, t))
 			}
 			if q.noEVSince != 0 && q.noEVSince+q.cfg.NoEVTimeout < d {

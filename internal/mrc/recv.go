@@ -109,6 +109,9 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	e := q.e
 	now := e.now
 	q.stats.RxData++
+	if q.roce != nil && q.roceData(p) {
+		return
+	}
 	psn := p.PSN
 	d := psn.Diff(r.cack)
 	trig := ctrlItem{kind: ctrlSACK, q: q, port: port, ev: p.EV, psn: psn, ts: p.TS}
@@ -139,7 +142,7 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		q.nack(trig, wire.NackPSNOutOfWindow)
 		return
 	}
-	if q.cfg.Transport == GoBackN && d != 1 {
+	if q.cfg.Transport.inOrder() && d != 1 {
 		// RoCE RC: out of order is a sequence error; drop and NAK once.
 		q.stats.RxOOO++
 		if !r.nakSent {

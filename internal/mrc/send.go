@@ -68,7 +68,8 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	for q.rtxN > 0 {
 		psn = q.rtxQ[q.rtxHd]
 		p := q.slot(psn)
-		if !q.inFlightRange(psn) || p.flags&pktAcked != 0 {
+		// A held packet (PSN_OOR) is queued again once inside the window.
+		if !q.inFlightRange(psn) || p.flags&(pktAcked|pktHeld) != 0 {
 			p.flags &^= pktQueued
 			q.rtxHd = (q.rtxHd + 1) % len(q.rtxQ)
 			q.rtxN--
@@ -90,11 +91,11 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 		m = &q.msgs[q.segMsg&uint64(len(q.msgs)-1)]
 		n = min(mtu, int(m.length)-int(m.assigned)*mtu)
 	}
-	if !q.peer.cc.canSend(n) {
+	if !q.ccAllows(now, n) {
 		return false
 	}
 	var idx int32
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		idx = q.gbnPick()
 	} else {
 		avoid := int32(-1)
@@ -192,6 +193,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	q.stats.TxBytes += uint64(n)
 	q.lastSend = now
 	q.timers.push(timerEnt{at: now + q.rto(pk.tos), psn: psn, seq: q.txSeq})
+	q.roceSent(now, t.Len())
 	e.emitFrame(pl, emit)
 	return true
 }
@@ -230,12 +232,12 @@ func (q *qp) runTimers(now Time) {
 			q.evs[pk.ev].c.Timeouts++
 		}
 		q.pathFailedAt(pk.ev, pk.sentAt)
-		if q.cfg.Transport == GoBackN {
+		if q.cfg.Transport.inOrder() {
 			q.goBack(q.sndUna)
 		} else {
 			q.markLost(ent.psn, pk)
 		}
-		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
+		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && (q.roce != nil || !q.anyUsableEV()) { // RoCE: IBTA retry_cnt, whatever the path
 			q.fail(StatusRetryExceeded)
 			return
 		}
@@ -476,7 +478,7 @@ func (q *qp) handleNACK(p *wire.Packet) {
 	default:
 		q.stats.Retries++
 	}
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		q.goBack(psn)
 		return
 	}
@@ -506,7 +508,7 @@ func (q *qp) handleAETH(p *wire.Packet) {
 		q.peer.cc.onAck(q.e.now, newly, false, 0, q.srtt)
 		return
 	}
-	if q.cfg.Transport != GoBackN || p.Syndrome&0xE0 != 0x60 {
+	if !q.cfg.Transport.inOrder() || p.Syndrome&0xE0 != 0x60 {
 		return
 	}
 	q.stats.RxNACK++

@@ -68,6 +68,7 @@ type QPSnapshot struct {
 	Counters   QPCounters
 	EVs        []EVSnapshot // appended to the caller's slice
 	ReverseEVs []wire.EV
+	RoCE       *RoCESnapshot // RoCE transport only
 }
 
 // EngineCounters are node-wide counters (mostly drops of frames that never

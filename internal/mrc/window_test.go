@@ -15,13 +15,15 @@ import (
 func TestResponderWindowHonoured(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		tr         Transport
 		claimed    int // Window the requester is told (0: the real one)
 		maxOOR     uint64
 		maxRtxFrac float64 // retransmissions per data packet
 	}{
-		{"exchanged window", 0, 0, 0.05},
-		{"window learnt from mpr", 1024, 512, 0.1},
-		{"window unknown", -1, 0, 0.05},
+		{"exchanged window", MRC, 0, 0, 0.05},
+		{"window learnt from mpr", MRC, 1024, 512, 0.1},
+		{"window unknown", MRC, -1, 0, 0.05},
+		{"go-back-N, window learnt from mpr", GoBackN, 1024, 512, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A first flight of 512 packets: far beyond the responder's
@@ -29,11 +31,11 @@ func TestResponderWindowHonoured(t *testing.T) {
 			h := newHarness(t, hopts{seed: 41, noQPs: true, cfg: func(c *Config) { c.CC.InitCwnd = 512 * 2048 }})
 			h.Delay = 20 * Microsecond // BDP ≈ 1000 packets: the 128-packet window binds
 			h.Loss = 0.01              // holes hold cack while later packets land
-			a, err := h.eng[0].CreateQP(QPConfig{Window: 1024})
+			a, err := h.eng[0].CreateQP(QPConfig{Window: 1024, Transport: tc.tr})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := h.eng[1].CreateQP(QPConfig{Window: 128})
+			b, err := h.eng[1].CreateQP(QPConfig{Window: 128, Transport: tc.tr})
 			if err != nil {
 				t.Fatal(err)
 			}

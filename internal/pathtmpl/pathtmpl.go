@@ -344,14 +344,3 @@ func (ps *Paths) T0Local() bool { return ps.t0Local }
 func (ps *Paths) T1Count() int { return ps.nT1 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
-
-// uSID allocation (docs/conventions.md): every uSID is index<<8 | plane.
-
-// T1USID is the uSID of T1 number j (0-based) of plane p.
-func T1USID(j int, p wire.Plane) uint16 { return uint16(0x01+j)<<8 | uint16(p) }
-
-// T0USID is the uSID of T0 number k (0-based) of plane p.
-func T0USID(k int, p wire.Plane) uint16 { return uint16(0x40+k)<<8 | uint16(p) }
-
-// DownlinkUSID is the uSID of host downlink d (0-based) of a T0 in plane p.
-func DownlinkUSID(d int, p wire.Plane) uint16 { return uint16(0xc0+d)<<8 | uint16(p) }

@@ -19,6 +19,13 @@ const (
 	OpSACK         Opcode = 0xDC
 	OpNACK         Opcode = 0xDD
 	OpProbe        Opcode = 0xDE
+
+	// OpCNP is RoCEv2's Congestion Notification Packet (IBTA RoCEv2
+	// annex A17.9.2: BTH opcode 1000_0001b, 16 reserved bytes, ICRC). The
+	// notification point (receiver) of the RoCE baseline transport sends it
+	// to the reaction point (sender) QP named in BTH.DestQP when data
+	// arrives CE-marked; DCQCN acts on it (docs/roce.md).
+	OpCNP Opcode = 0x81
 )
 
 // IsData reports whether op is an RDMA Write packet (METH, RETH follow).
@@ -41,7 +48,7 @@ func (op Opcode) IsLast() bool {
 func (op Opcode) Known() bool {
 	switch op {
 	case OpWriteFirst, OpWriteMiddle, OpWriteLast, OpWriteLastImm, OpWriteOnly, OpWriteOnlyImm,
-		OpAck, OpEndpointReq, OpEndpointResp, OpSACK, OpNACK, OpProbe:
+		OpAck, OpEndpointReq, OpEndpointResp, OpSACK, OpNACK, OpProbe, OpCNP:
 		return true
 	}
 	return false
@@ -73,6 +80,8 @@ func (op Opcode) String() string {
 		return "NACK"
 	case OpProbe:
 		return "PROBE"
+	case OpCNP:
+		return "CNP"
 	}
 	return "UNKNOWN"
 }
@@ -94,6 +103,7 @@ const (
 	PETHLen    = 16
 	ERTHLen    = 16
 	EETHLen    = 36
+	CNPLen     = 16 // the CNP's reserved bytes after BTH
 	ICRCLen    = 4
 )
 

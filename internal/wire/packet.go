@@ -172,6 +172,8 @@ func extLen(op Opcode) int {
 		return ERTHLen
 	case op == OpEndpointResp:
 		return EETHLen
+	case op == OpCNP:
+		return CNPLen
 	}
 	return -1
 }
@@ -272,133 +274,127 @@ func (p *Packet) Encode(b []byte) (int, error) {
 	if p.Trimmed {
 		pad = p.PadCount
 	}
-	h := b[off : off+BTHLen]
-	h[0] = byte(p.Opcode)
-	h[1] = pad << 4 // TVer 0
-	if p.SE {
-		h[1] |= 0x80
-	}
-	if p.MigReq {
-		h[1] |= 0x40
-	}
-	be.PutUint16(h[2:4], p.PKey)
-	be.PutUint32(h[4:8], uint32(p.DestQP)) // byte 4 reserved = 0
-	be.PutUint32(h[8:12], uint32(p.PSN))
-	var f byte
-	if p.AckReq {
-		f |= 0x80
-	}
-	if p.R {
-		f |= 0x40
-	}
-	if p.Rtx {
-		f |= 0x20
-	}
+	// Every header below is written through its view (headers.go), the one
+	// definition of its layout; the views' setters touch only their own
+	// bits, so each header is cleared first (reserved bits are zero). Each
+	// view is made from an array pointer: its length is then a constant and
+	// the compiler drops the setters' bounds checks (one check per header).
+	h := BTH((*[BTHLen]byte)(b[off:])[:])
+	clear(h)
+	h.SetOpcode(p.Opcode)
+	h.SetSE(p.SE)
+	h.SetMigReq(p.MigReq)
+	h.SetPadCount(pad) // TVer 0
+	h.SetPKey(p.PKey)
+	h.SetDestQP(p.DestQP)
+	h.SetPSN(p.PSN)
+	h.SetAckReq(p.AckReq)
+	h.SetR(p.R)
+	h.SetRtx(p.Rtx)
 	hasTS := p.HasTS && p.Opcode.IsData()
-	if hasTS {
-		f |= 0x10
-	}
-	h[8] = f
+	h.SetTS(hasTS)
 	off += BTHLen
 
 	switch op := p.Opcode; {
 	case op.IsData():
-		be.PutUint16(b[off:], uint16(p.RQMSN))
-		be.PutUint16(b[off+2:], uint16(p.MSN))
+		m := METH((*[METHLen]byte)(b[off:])[:])
+		m.SetRQMSN(p.RQMSN)
+		m.SetMSN(p.MSN)
 		off += METHLen
 		if hasTS {
-			be.PutUint16(b[off:], p.TS)
-			var t uint16
-			if p.TSR {
-				t = 0x8000
-			}
-			be.PutUint16(b[off+2:], t|uint16(p.FType&0xF))
+			t := TSETH((*[TSETHLen]byte)(b[off:])[:])
+			clear(t)
+			t.SetTimestamp(p.TS)
+			t.SetTSR(p.TSR)
+			t.SetFType(p.FType)
 			off += TSETHLen
 		}
-		be.PutUint64(b[off:], p.VA)
-		be.PutUint32(b[off+8:], p.RKey)
-		be.PutUint32(b[off+12:], p.DMALen)
+		r := RETH((*[RETHLen]byte)(b[off:])[:])
+		r.SetVA(p.VA)
+		r.SetRKey(p.RKey)
+		r.SetDMALen(p.DMALen)
 		off += RETHLen
 		if op.HasImm() {
-			be.PutUint32(b[off:], p.Imm)
+			ImmDt((*[ImmDtLen]byte)(b[off:])[:]).SetImm(p.Imm)
 			off += ImmDtLen
 		}
 	case op == OpAck:
-		be.PutUint32(b[off:], uint32(p.Syndrome)<<24|p.AckMSN&0xFFFFFF)
+		a := AETH((*[AETHLen]byte)(b[off:])[:])
+		a.SetSyndrome(p.Syndrome)
+		a.SetMSN(p.AckMSN)
 		off += AETHLen
 	case op == OpSACK:
 		s := &p.SACK
-		x := b[off : off+SETHLen+CCStateLen]
+		x := SETH((*[SETHLen]byte)(b[off:])[:])
 		clear(x)
-		w := uint16(s.M&3) << 5
-		if s.Probe {
-			w |= 0x2
-		}
-		be.PutUint16(x[0:], w)
-		be.PutUint16(x[2:], uint16(s.AckPSNOffset))
-		be.PutUint32(x[4:], uint32(s.Entropy))
-		be.PutUint16(x[8:], s.SPDCID)
-		be.PutUint16(x[10:], s.DPDCID)
-		be.PutUint32(x[12:], uint32(s.CackPSN)&PSNMask)
-		x[16] = s.CCType<<4 | s.CCFlags&0xF
-		x[17] = s.MPR
-		be.PutUint16(x[18:], uint16(s.SackOffset))
-		be.PutUint64(x[20:], s.Bitmap)
-		be.PutUint16(x[28:], s.TSEcho)
-		be.PutUint16(x[30:], s.OOOCount&0x7FFF)
-		cw := s.RcvdBytes & 0xFFFFFF
-		cw |= uint32(s.RcvCwndPen&0x7F) << 24
-		if s.RestoreCwnd {
-			cw |= 1 << 31
-		}
-		be.PutUint32(x[32:], cw)
-		off += SETHLen + CCStateLen
+		x.SetM(s.M)
+		x.SetProbe(s.Probe)
+		x.SetAckPSNOffset(s.AckPSNOffset)
+		x.SetEntropy(s.Entropy)
+		x.SetSPDCID(s.SPDCID)
+		x.SetDPDCID(s.DPDCID)
+		x.SetCackPSN(s.CackPSN)
+		x.SetCCType(s.CCType)
+		x.SetCCFlags(s.CCFlags)
+		x.SetMPR(s.MPR)
+		x.SetSackOffset(s.SackOffset)
+		x.SetBitmap(s.Bitmap)
+		off += SETHLen
+		c := CCState((*[CCStateLen]byte)(b[off:])[:])
+		clear(c)
+		c.SetTimestamp(s.TSEcho)
+		c.SetOOOCount(s.OOOCount)
+		c.SetRestoreCwnd(s.RestoreCwnd)
+		c.SetRcvCwndPen(s.RcvCwndPen)
+		c.SetRcvdBytes(s.RcvdBytes)
+		off += CCStateLen
 	case op == OpNACK:
 		s := &p.NACK
-		x := b[off : off+NETHLen]
+		x := NETH((*[NETHLen]byte)(b[off:])[:])
 		clear(x)
-		x[2] = byte(s.Reason)
-		x[3] = s.Vendor
-		be.PutUint32(x[4:], uint32(s.Entropy))
-		be.PutUint16(x[8:], s.SPDCID)
-		be.PutUint16(x[10:], s.DPDCID)
-		be.PutUint32(x[12:], uint32(s.NackPSN)&PSNMask)
-		x[16] = s.CCType<<4 | s.CCFlags&0xF
-		be.PutUint16(x[18:], s.Timestamp)
+		x.SetReason(s.Reason)
+		x.SetVendor(s.Vendor)
+		x.SetEntropy(s.Entropy)
+		x.SetSPDCID(s.SPDCID)
+		x.SetDPDCID(s.DPDCID)
+		x.SetNackPSN(s.NackPSN)
+		x.SetCCType(s.CCType)
+		x.SetCCFlags(s.CCFlags)
+		x.SetTimestamp(s.Timestamp)
 		off += NETHLen
+	case op == OpCNP:
+		clear(b[off : off+CNPLen])
+		off += CNPLen
 	case op == OpProbe:
 		s := &p.Probe
-		x := b[off : off+PETHLen]
+		x := PETH((*[PETHLen]byte)(b[off:])[:])
 		clear(x)
-		be.PutUint16(x[4:], s.ProbeID)
-		be.PutUint16(x[8:], s.SPDCID)
-		be.PutUint16(x[10:], s.DPDCID)
-		x[3] = s.Vendor
-		be.PutUint16(x[12:], s.Timestamp)
-		var t uint16
-		if s.TSR {
-			t = 0x8000
-		}
-		be.PutUint16(x[14:], t|uint16(s.FType&0xF))
+		x.SetVendor(s.Vendor)
+		x.SetProbeID(s.ProbeID)
+		x.SetSPDCID(s.SPDCID)
+		x.SetDPDCID(s.DPDCID)
+		x.SetTimestamp(s.Timestamp)
+		x.SetTSR(s.TSR)
+		x.SetFType(s.FType)
 		off += PETHLen
 	case op == OpEndpointReq:
 		s := &p.Endpoint
-		x := b[off : off+ERTHLen]
+		x := ERTH((*[ERTHLen]byte)(b[off:])[:])
 		clear(x)
-		x[1] = byte(s.Op&3) << 4
-		x[3] = s.Vendor
-		be.PutUint32(x[4:], s.PortStatusMask)
-		be.PutUint16(x[12:], s.Timestamp)
-		be.PutUint16(x[14:], FTypeTimestamp)
+		x.SetOp(s.Op)
+		x.SetVendor(s.Vendor)
+		x.SetPortStatusMask(s.PortStatusMask)
+		x.SetTimestamp(s.Timestamp)
+		x.SetFType(FTypeTimestamp)
 		off += ERTHLen
 	case op == OpEndpointResp:
 		s := &p.Endpoint
-		x := b[off : off+EETHLen]
+		x := EETH((*[EETHLen]byte)(b[off:])[:])
 		clear(x)
-		x[1] = byte(s.Op&3) << 4
-		x[3] = s.Vendor
-		be.PutUint32(x[4:], s.PortStatusMask)
-		be.PutUint16(x[28:], s.Timestamp)
+		x.SetOp(s.Op)
+		x.SetVendor(s.Vendor)
+		x.SetPortStatusMask(s.PortStatusMask)
+		x.SetTimestamp(s.Timestamp)
 		off += EETHLen
 	}
 	if p.Trimmed {
@@ -548,6 +544,8 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 			Timestamp: x.Timestamp(),
 		}
 		off += NETHLen
+	case op == OpCNP:
+		off += CNPLen // reserved: ignored on receipt
 	case op == OpProbe:
 		x := PETH(frame[off:])
 		p.Probe = ProbeFields{

@@ -31,7 +31,7 @@ type sampleKind struct {
 // sampleKinds lists every packet kind the golden tests pin down.
 func sampleKinds() []sampleKind {
 	ops := []Opcode{OpWriteFirst, OpWriteMiddle, OpWriteLast, OpWriteLastImm, OpWriteOnly, OpWriteOnlyImm,
-		OpAck, OpEndpointReq, OpEndpointResp, OpSACK, OpNACK, OpProbe}
+		OpAck, OpEndpointReq, OpEndpointResp, OpSACK, OpNACK, OpProbe, OpCNP}
 	var ks []sampleKind
 	for _, op := range ops {
 		for _, encap := range []bool{false, true} {
@@ -94,6 +94,9 @@ func samplePacket(k sampleKind) Packet {
 		p.NACK = NACKFields{Reason: NackTrimmed, Vendor: 0, Entropy: MakeEV(1, 2, 3),
 			SPDCID: 0x0101, DPDCID: 0x0202, NackPSN: 0x123457, CCType: 2, CCFlags: 1, Timestamp: 0x0BAD}
 		p.PSN = p.NACK.NackPSN
+	case k.op == OpCNP:
+		// A CNP carries no PSN; DSCP as the other control packets.
+		p.DSCP, p.ECN, p.PSN = DSCPControl, ECNNotECT, 0
 	case k.op == OpProbe:
 		p.PSN = 0
 		p.Probe = ProbeFields{ProbeID: 0x0777, SPDCID: 0x0101, DPDCID: 0x0202, Timestamp: 0x1234,

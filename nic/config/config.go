@@ -62,7 +62,7 @@ const (
 // Defaults used by Load when a field is left out.
 const (
 	DefaultEVs          = mrc.DefaultNumEVs // the brief's 128–256 EVs per QP
-	DefaultMTU          = 2048
+	DefaultMTU          = mrc.DefaultMTU
 	DefaultDeviceSocket = "/run/mrc/nic.sock"
 )
 
@@ -282,9 +282,7 @@ func (c *Config) Validate() error {
 	if c.EVs < 1 || c.EVs > mrc.MaxNumEVs {
 		bad("evs %d: want 1..%d EVs per QP (the engine's limit)", c.EVs, mrc.MaxNumEVs)
 	}
-	switch c.MTU {
-	case 1024, 2048, 4096:
-	default:
+	if !mrc.ValidMTU(c.MTU) {
 		bad("mtu %d: want 1024, 2048 or 4096 (RoCE MTU, payload bytes per packet)", c.MTU)
 	}
 	if c.CC.InitialWindow < 0 || c.CC.MaxWindow < 0 || (c.CC.MaxWindow > 0 && c.CC.InitialWindow > c.CC.MaxWindow) {

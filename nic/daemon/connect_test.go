@@ -8,7 +8,6 @@ import (
 
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
-	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -138,8 +137,8 @@ func TestConnectPinsExplicitEVs(t *testing.T) {
 			if !bytes.Equal(a.mr.Buf, b.mr.Buf) {
 				t.Fatal("bytes differ")
 			}
-			var rows []daemon.EVRow
-			if err := a.dev.Ctl(vproto.CtlRequest{Cmd: "evs", QPN: a.qp.QPN}, &rows); err != nil {
+			var rows []vproto.EVRow
+			if err := a.dev.Ctl(vproto.CtlRequest{Cmd: vproto.CtlEVs, QPN: a.qp.QPN}, &rows); err != nil {
 				t.Fatal(err)
 			}
 			active, sent := 0, uint64(0)

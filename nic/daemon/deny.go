@@ -7,6 +7,7 @@ import (
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/denylist"
+	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
@@ -15,14 +16,6 @@ import (
 // edited by `mrcctl deny|allow` without a QPN and optionally loaded from
 // the config's denylist file at start. The engine enforces them for every
 // packet it sends (mrc.Engine.SetDenylist).
-
-// DenyRow is one row of `mrcctl deny list`.
-type DenyRow struct {
-	Entry string `json:"entry"`
-	// Rules is how many engine rules the entry resolves to (a link can
-	// name several peers' paths).
-	Rules int `json:"rules"`
-}
 
 // loadDenylist builds the list and loads the config's file into it (New).
 func (d *Daemon) loadDenylist() error {
@@ -46,31 +39,40 @@ func (d *Daemon) loadDenylist() error {
 	return nil
 }
 
-func (d *Daemon) denyRows() []DenyRow {
-	rows := []DenyRow{}
+func (d *Daemon) denyRows() []vproto.DenyRow {
+	rows := []vproto.DenyRow{}
 	for _, e := range d.deny.Entries() {
 		r, _ := d.deny.Fabric().Resolve(e)
-		rows = append(rows, DenyRow{Entry: e.String(), Rules: len(r)})
+		rows = append(rows, vproto.DenyRow{Entry: e.String(), Rules: len(r)})
 	}
 	return rows
 }
 
 // ctlDeny answers deny/allow: on one QP with a QPN (ev or plane, as
 // before the denylist existed), else on the daemon's denylist.
-func (d *Daemon) ctlDeny(req vproto.CtlRequest) (any, error) {
-	deny := req.Cmd == "deny"
+func (d *Daemon) ctlDeny(caller service.Caller, req vproto.CtlRequest) (any, error) {
+	deny := req.Cmd == vproto.CtlDeny
 	if req.QPN != 0 {
+		if _, err := d.ctlQP(caller, req.Cmd, req.QPN); err != nil {
+			return nil, err
+		}
 		return d.ctlDenyQP(req, deny)
+	}
+	if !caller.Admin {
+		// The device socket is open to every local user; the denylist
+		// changes the paths of every application.
+		d.c.badOwner.Add(1)
+		return nil, fmt.Errorf("%s without a QPN edits the denylist of every application's QPs: %w", req.Cmd, ErrNotAdmin)
 	}
 	var e denylist.Entry
 	switch req.Scope {
-	case "ev":
+	case vproto.ScopeEV:
 		e = denylist.Entry{Kind: denylist.KindEV, EV: req.EV}
-	case "path":
+	case vproto.ScopePath:
 		e = denylist.Entry{Kind: denylist.KindPath, Plane: req.Plane, T1: req.T1}
-	case "link":
+	case vproto.ScopeLink:
 		e = denylist.Entry{Kind: denylist.KindLink, Link: req.Link}
-	case "plane":
+	case vproto.ScopePlane:
 		e = denylist.Entry{Kind: denylist.KindPlane, Plane: req.Plane}
 	default:
 		return nil, fmt.Errorf("%s: scope %q: want ev, path, link or plane", req.Cmd, req.Scope)
@@ -98,7 +100,7 @@ func (d *Daemon) ctlDeny(req vproto.CtlRequest) (any, error) {
 		return nil, fmt.Errorf("%s %v: engine refused the list: %w", req.Cmd, e, err)
 	}
 	d.log.Info("denylist changed", "op", req.Cmd, "entry", e.String(), "entries", len(d.deny.Entries()))
-	return map[string]string{"result": result}, nil
+	return vproto.CtlResult{Result: result}, nil
 }
 
 // ctlDenyQP denies or allows an EV or a plane on one QP. An EV the QP does
@@ -110,7 +112,7 @@ func (d *Daemon) ctlDenyQP(req vproto.CtlRequest, deny bool) (any, error) {
 	}
 	var err error
 	switch req.Scope {
-	case "ev":
+	case vproto.ScopeEV:
 		var s mrc.QPSnapshot
 		if err := d.eng.Snapshot(qpn, &s); err != nil {
 			return nil, err
@@ -136,7 +138,7 @@ func (d *Daemon) ctlDenyQP(req vproto.CtlRequest, deny bool) (any, error) {
 		} else {
 			err = d.eng.Allow(qpn, wire.EV(req.EV))
 		}
-	case "plane":
+	case vproto.ScopePlane:
 		if req.Plane < 0 || req.Plane >= len(d.ports) {
 			return nil, fmt.Errorf("%s: plane %d: this NIC has planes 0..%d", req.Cmd, req.Plane, len(d.ports)-1)
 		}
@@ -151,5 +153,17 @@ func (d *Daemon) ctlDenyQP(req vproto.CtlRequest, deny bool) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.Cmd, err)
 	}
-	return map[string]string{"result": "ok"}, nil
+	return vproto.CtlResult{Result: "ok"}, nil
+}
+
+// engineCounters is the engine's counters by name, with the per-plane
+// ones (arrays, which CounterMap skips) as NAME.planeN for this NIC's planes.
+func (d *Daemon) engineCounters() map[string]uint64 {
+	c := d.eng.Counters()
+	m := vproto.CounterMap(c)
+	for pl := range d.ports {
+		m[fmt.Sprintf("TxDataByPlane.plane%d", pl)] = c.TxDataByPlane[pl]
+		m[fmt.Sprintf("TxCtrlByPlane.plane%d", pl)] = c.TxCtrlByPlane[pl]
+	}
+	return m
 }

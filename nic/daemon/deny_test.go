@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/softmrc/softmrc/nic/config"
-	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -28,13 +27,13 @@ func ctl(t *testing.T, sock string, req vproto.CtlRequest, out any) error {
 
 func portTx(t *testing.T, sock string) []uint64 {
 	t.Helper()
-	var ps []daemon.PortStatus
-	if err := ctl(t, sock, vproto.CtlRequest{Cmd: "ports"}, &ps); err != nil {
+	var ps []vproto.PortStatus
+	if err := ctl(t, sock, vproto.CtlRequest{Cmd: vproto.CtlPorts}, &ps); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]uint64, len(ps))
 	for _, p := range ps {
-		out[p.Plane] = p.Stats.TxFrames
+		out[p.Plane] = p.Stats["TxFrames"]
 	}
 	return out
 }
@@ -56,13 +55,13 @@ func TestDaemonDenylist(t *testing.T) {
 		}
 	})
 	s1, s2 := p.Sock[0], p.Sock[1]
-	var res map[string]string
-	if err := ctl(t, s2, vproto.CtlRequest{Cmd: "deny", Scope: "plane", Plane: 1}, &res); err != nil {
+	var res vproto.CtlResult
+	if err := ctl(t, s2, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopePlane, Plane: 1}, &res); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{s1, s2} {
-		var rows []daemon.DenyRow
-		if err := ctl(t, s, vproto.CtlRequest{Cmd: "denylist"}, &rows); err != nil {
+		var rows []vproto.DenyRow
+		if err := ctl(t, s, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
 			t.Fatal(err)
 		}
 		if len(rows) != 1 || rows[0].Entry != "plane 1" || rows[0].Rules != 1 {
@@ -105,12 +104,13 @@ func TestDaemonDenylist(t *testing.T) {
 			t.Errorf("the receiver sent nothing: %v -> %v", before[h], after[h])
 		}
 	}
-	var cs daemon.Counters
-	if err := ctl(t, s2, vproto.CtlRequest{Cmd: "counters"}, &cs); err != nil {
+	var cs vproto.Counters
+	if err := ctl(t, s2, vproto.CtlRequest{Cmd: vproto.CtlCounters}, &cs); err != nil {
 		t.Fatal(err)
 	}
-	if c := cs.Engine.TxCtrlByPlane; c[1] != 0 || c[0]+c[2] == 0 {
-		t.Errorf("receiver's control packets per plane %v: want none on plane 1, some on the others", c[:3])
+	if c := cs.Engine; c["TxCtrlByPlane.plane1"] != 0 || c["TxCtrlByPlane.plane0"]+c["TxCtrlByPlane.plane2"] == 0 {
+		t.Errorf("receiver's control packets per plane %d %d %d: want none on plane 1, some on the others",
+			c["TxCtrlByPlane.plane0"], c["TxCtrlByPlane.plane1"], c["TxCtrlByPlane.plane2"])
 	}
 
 	errCases := []struct {
@@ -118,12 +118,12 @@ func TestDaemonDenylist(t *testing.T) {
 		req  vproto.CtlRequest
 		want string
 	}{
-		{s1, vproto.CtlRequest{Cmd: "deny", Scope: "plane", Plane: 7}, "planes 0..2"},
-		{s1, vproto.CtlRequest{Cmd: "deny", Scope: "link", Link: "h1--p0-t0-0"}, "srv6"},
-		{s1, vproto.CtlRequest{Cmd: "deny", Scope: "ev", EV: 0x70000001}, "planes 0..2"},
-		{s1, vproto.CtlRequest{Cmd: "allow", Scope: "plane", Plane: 0}, "holds: plane 1"},
-		{s1, vproto.CtlRequest{Cmd: "deny", Scope: "ev", EV: 0x00012345, QPN: a.qp.QPN}, "mrcctl evs"},
-		{s1, vproto.CtlRequest{Cmd: "deny", Scope: "hop"}, "want ev, path, link or plane"},
+		{s1, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopePlane, Plane: 7}, "planes 0..2"},
+		{s1, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopeLink, Link: "h1--p0-t0-0"}, "srv6"},
+		{s1, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopeEV, EV: 0x70000001}, "planes 0..2"},
+		{s1, vproto.CtlRequest{Cmd: vproto.CtlAllow, Scope: vproto.ScopePlane, Plane: 0}, "holds: plane 1"},
+		{s1, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopeEV, EV: 0x00012345, QPN: a.qp.QPN}, "mrcctl evs"},
+		{s1, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: "hop"}, "want ev, path, link or plane"},
 	}
 	for _, c := range errCases {
 		err := ctl(t, c.sock, c.req, &res)
@@ -133,7 +133,7 @@ func TestDaemonDenylist(t *testing.T) {
 	}
 
 	for _, s := range []string{s1, s2} {
-		if err := ctl(t, s, vproto.CtlRequest{Cmd: "allow", Scope: "plane", Plane: 1}, &res); err != nil {
+		if err := ctl(t, s, vproto.CtlRequest{Cmd: vproto.CtlAllow, Scope: vproto.ScopePlane, Plane: 1}, &res); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,13 +152,13 @@ func TestDaemonDenylist(t *testing.T) {
 // SO_PEERCRED is what the daemon trusts).
 func TestDenyNeedsRoot(t *testing.T) {
 	if sock := os.Getenv("MRC_TEST_DENY_SOCK"); sock != "" {
-		var res map[string]string
-		err := ctl(t, sock, vproto.CtlRequest{Cmd: "deny", Scope: "plane", Plane: 0}, &res)
-		if err == nil || !strings.Contains(err.Error(), "needs root") {
+		var res vproto.CtlResult
+		err := ctl(t, sock, vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopePlane, Plane: 0}, &res)
+		if err == nil || !strings.Contains(err.Error(), "only root") {
 			t.Fatalf("deny as uid %d: %v, want a needs-root error", os.Getuid(), err)
 		}
-		var rows []daemon.DenyRow
-		if err := ctl(t, sock, vproto.CtlRequest{Cmd: "denylist"}, &rows); err != nil {
+		var rows []vproto.DenyRow
+		if err := ctl(t, sock, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
 			t.Fatalf("deny list as uid %d: %v (reading is for everyone)", os.Getuid(), err)
 		}
 		return
@@ -195,8 +195,8 @@ func TestDenyNeedsRoot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child as nobody: %v\n%s", err, out)
 	}
-	var res map[string]string
-	if err := ctl(t, p.Sock[0], vproto.CtlRequest{Cmd: "deny", Scope: "plane", Plane: 0}, &res); err != nil {
+	var res vproto.CtlResult
+	if err := ctl(t, p.Sock[0], vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopePlane, Plane: 0}, &res); err != nil {
 		t.Fatalf("deny as root: %v", err)
 	}
 }

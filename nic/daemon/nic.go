@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
-	"github.com/softmrc/softmrc/nic/xsk"
 )
 
 // The Daemon is the service's NIC: every method runs its engine work on the
@@ -63,11 +61,14 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	if req.SQDepth < 0 || req.SQDepth > 1<<16 {
 		return vproto.QPInfo{}, fmt.Errorf("sq_depth %d: want 0..65536", req.SQDepth)
 	}
+	tr, err := engineTransport(req.Transport)
+	if err != nil {
+		return vproto.QPInfo{}, err
+	}
 	var info mrc.QPInfo
-	var err error
 	if e := d.exec(func() {
 		qo := d.cfg.QP
-		qc := mrc.QPConfig{PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
+		qc := mrc.QPConfig{Transport: tr, PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
@@ -85,7 +86,18 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 		return vproto.QPInfo{}, err
 	}
 	return vproto.QPInfo{QPN: uint32(info.QPN), PSN: uint32(info.StartPSN), MTU: info.MTU, Window: info.Window,
-		MaxWImm: info.MaxWImm}, nil
+		MaxWImm: info.MaxWImm, Transport: req.Transport}, nil
+}
+
+// engineTransport maps the verbs transport to the engine's.
+func engineTransport(t vproto.Transport) (mrc.Transport, error) {
+	switch t {
+	case vproto.TransportMRC:
+		return mrc.MRC, nil
+	case vproto.TransportRoCE:
+		return mrc.RoCE, nil
+	}
+	return 0, fmt.Errorf("create_qp: unknown transport %d: want mrc or roce", uint8(t))
 }
 
 // owned returns owner's QP qpn or an error naming the problem. Loop only.
@@ -142,13 +154,19 @@ func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
 		if q, err = d.owned(owner, req.QPN); err != nil {
 			return
 		}
-		// mrc-nicd's QPs all run the MRC transport (CreateQP offers no
-		// choice), so the peer's is this QP's own.
+		// The peer's transport, when the application passed it (verbs'
+		// ConnectInfo does), is checked by the engine's Connect;
+		// otherwise it is taken to be this QP's own.
 		var self mrc.QPInfo
 		if self, err = d.eng.Info(q.qpn); err != nil {
 			return
 		}
 		peer.Transport = self.Transport
+		if req.RemoteTransport != nil {
+			if peer.Transport, err = engineTransport(*req.RemoteTransport); err != nil {
+				return
+			}
+		}
 		if len(evs) > 0 {
 			if err = d.eng.SetEVs(q.qpn, evs, nil); err != nil {
 				return
@@ -455,82 +473,46 @@ func mapStatus(s mrc.Status) vproto.Status {
 	return vproto.StatusGeneralErr
 }
 
-// PortStatus is one row of `mrcctl ports`.
-type PortStatus struct {
-	Name      string     `json:"name"`
-	Interface string     `json:"interface"`
-	Plane     int        `json:"plane"`
-	Address   netip.Addr `json:"address"`
-	Up        bool       `json:"up"`
-	Stats     xsk.Stats  `json:"stats"`
-}
-
-// QPRow is one row of `mrcctl qps`.
-type QPRow struct {
-	QPN       uint32  `json:"qpn"`
-	Owner     uint32  `json:"owner"`
-	State     string  `json:"state"`
-	Status    string  `json:"status"`
-	RemoteQPN uint32  `json:"remote_qpn"`
-	SRTTus    float64 `json:"srtt_us"`
-	Cwnd      int     `json:"cwnd"`
-	InFlight  int     `json:"in_flight"`
-	Backlog   int     `json:"backlog"`
-	TxData    uint64  `json:"tx_data"`
-	TxRtx     uint64  `json:"tx_rtx"`
-	TxBytes   uint64  `json:"tx_bytes"`
-	RxData    uint64  `json:"rx_data"`
-	RxBytes   uint64  `json:"rx_bytes"`
-	Timeouts  uint64  `json:"timeouts"`
-	Losses    uint64  `json:"losses"`
-	EVs       int     `json:"evs"`
-	GoodEVs   int     `json:"good_evs"`
-}
-
-// EVRow is one row of `mrcctl evs QPN`.
-type EVRow struct {
-	EV       string `json:"ev"`
-	Plane    int    `json:"plane"`
-	T1       int    `json:"t1"`
-	Path     string `json:"path"`
-	State    string `json:"state"`
-	Active   bool   `json:"active"`
-	Sent     uint64 `json:"sent"`
-	Acked    uint64 `json:"acked"`
-	ECN      uint64 `json:"ecn"`
-	Trims    uint64 `json:"trims"`
-	Losses   uint64 `json:"losses"`
-	Timeouts uint64 `json:"timeouts"`
-	Probes   uint64 `json:"probes"`
-}
-
-// Counters is the answer of `mrcctl counters`.
-type Counters struct {
-	Engine  mrc.EngineCounters `json:"engine"`
-	Daemon  map[string]uint64  `json:"daemon"`
-	Ports   []PortStatus       `json:"ports"`
-	Regions int                `json:"regions"`
-	Bytes   uint64             `json:"region_bytes"`
-}
-
-// Ctl answers mrcctl.
-func (d *Daemon) Ctl(req vproto.CtlRequest) (any, error) {
-	if req.Cmd == "oam-probe" {
+// Ctl answers mrcctl. An application (a caller that is not an
+// administrator) sees and steers only its own QPs: deny/allow and evs of
+// another's QP, deny/allow of every QP at once, and other applications'
+// rows of qps are refused or left out, because one tenant must not steer
+// or watch another's traffic.
+func (d *Daemon) Ctl(caller service.Caller, req vproto.CtlRequest) (any, error) {
+	if req.Cmd == vproto.CtlOAMProbe {
 		return d.oamProbe(req) // waits for the answer outside the loop
 	}
 	var res any
 	var err error
-	if e := d.exec(func() { res, err = d.ctl(req) }); e != nil {
+	if e := d.exec(func() { res, err = d.ctl(caller, req) }); e != nil {
 		return nil, e
 	}
 	return res, err
 }
 
-func (d *Daemon) portStatus() []PortStatus {
-	out := make([]PortStatus, len(d.ports))
+// ErrNotAdmin is returned (wrapped) for a control command on QPs that are
+// not the caller's, by a caller that is not an administrator.
+var ErrNotAdmin = errors.New("only root (or mrc-nicd's user) may inspect or steer other applications' QPs; run mrcctl as root")
+
+// ctlQP returns the QP a control command names, if caller may touch it.
+func (d *Daemon) ctlQP(caller service.Caller, cmd vproto.CtlCmd, qpn uint32) (*qpState, error) {
+	q := d.qps[wire.QPN(qpn)]
+	if q == nil || (!caller.Admin && q.owner != caller.Session) {
+		if q != nil {
+			d.c.badOwner.Add(1)
+		}
+		// The same answer whether the QP exists or not: an application
+		// learns nothing about others' QPs.
+		return nil, fmt.Errorf("%s: QP %#06x is not one of this application's (mrcctl qps lists them; %w)", cmd, qpn, ErrNotAdmin)
+	}
+	return q, nil
+}
+
+func (d *Daemon) portStatus() []vproto.PortStatus {
+	out := make([]vproto.PortStatus, len(d.ports))
 	for i, p := range d.cfg.Ports {
-		out[i] = PortStatus{Name: p.PortName(), Interface: p.Interface, Plane: p.Plane, Address: p.Address,
-			Up: d.portUp[i].Load(), Stats: d.ports[i].Stats()}
+		out[i] = vproto.PortStatus{Name: p.PortName(), Interface: p.Interface, Plane: p.Plane, Address: p.Address,
+			Up: d.portUp[i].Load(), Stats: vproto.CounterMap(d.ports[i].Stats())}
 	}
 	return out
 }
@@ -544,23 +526,29 @@ func (d *Daemon) sortedQPs() []*qpState {
 	return qs
 }
 
-func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
+func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) {
 	switch req.Cmd {
-	case "ports":
+	case vproto.CtlPorts:
 		return d.portStatus(), nil
-	case "qps":
-		var rows []QPRow
+	case vproto.CtlQPs:
+		rows := []vproto.QPRow{}
 		var s mrc.QPSnapshot
 		for _, q := range d.sortedQPs() {
+			if !caller.Admin && q.owner != caller.Session {
+				continue
+			}
 			s.EVs = s.EVs[:0]
 			if err := d.eng.Snapshot(q.qpn, &s); err != nil {
 				continue
 			}
-			r := QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(),
+			r := vproto.QPRow{QPN: uint32(q.qpn), Owner: q.owner, State: s.State.String(), Status: s.Status.String(), Transport: s.Transport.String(),
 				RemoteQPN: uint32(s.Peer.QPN), SRTTus: float64(s.SRTT) / 1e3, Cwnd: s.Cwnd, InFlight: s.InFlight,
 				Backlog: len(q.backlog), TxData: s.Counters.TxData, TxRtx: s.Counters.TxRtx, TxBytes: s.Counters.TxBytes,
 				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,
 				Losses: s.Counters.Losses, EVs: len(s.EVs)}
+			if s.RoCE != nil {
+				r.RateGbps, r.CNPsRx, r.CNPsTx = s.RoCE.Rate/1e9, s.RoCE.RxCNP, s.RoCE.TxCNP
+			}
 			for _, ev := range s.EVs {
 				if ev.State == mrc.EVGood {
 					r.GoodEVs++
@@ -569,31 +557,31 @@ func (d *Daemon) ctl(req vproto.CtlRequest) (any, error) {
 			rows = append(rows, r)
 		}
 		return rows, nil
-	case "evs":
-		q := d.qps[wire.QPN(req.QPN)]
-		if q == nil {
-			return nil, fmt.Errorf("QP %#06x does not exist (mrcctl qps lists them)", req.QPN)
+	case vproto.CtlEVs:
+		q, err := d.ctlQP(caller, req.Cmd, req.QPN)
+		if err != nil {
+			return nil, err
 		}
 		var s mrc.QPSnapshot
 		if err := d.eng.Snapshot(q.qpn, &s); err != nil {
 			return nil, err
 		}
-		rows := make([]EVRow, 0, len(s.EVs))
+		rows := make([]vproto.EVRow, 0, len(s.EVs))
 		for _, e := range s.EVs {
-			rows = append(rows, EVRow{EV: e.EV.String(), Plane: int(e.Plane), T1: int(e.EV.T1()), Path: d.pathOf(q, e.EV),
+			rows = append(rows, vproto.EVRow{EV: e.EV.String(), Plane: int(e.Plane), T1: int(e.EV.T1()), Path: d.pathOf(q, e.EV),
 				State: e.State.String(), Active: e.Active, Sent: e.Sent, Acked: e.Acked, ECN: e.ECN, Trims: e.Trims + e.TrimsLastHop,
 				Losses: e.Losses, Timeouts: e.Timeouts, Probes: e.Probes})
 		}
 		return rows, nil
-	case "counters":
+	case vproto.CtlCounters:
 		n, b := d.regions.Count()
-		return Counters{Engine: d.eng.Counters(), Daemon: d.daemonCounters(), Ports: d.portStatus(), Regions: n, Bytes: b}, nil
-
-	case "deny", "allow":
-		return d.ctlDeny(req)
-	case "denylist":
+		return vproto.Counters{Engine: d.engineCounters(), Daemon: d.daemonCounters(), Ports: d.portStatus(),
+			Regions: n, Bytes: b}, nil
+	case vproto.CtlDeny, vproto.CtlAllow:
+		return d.ctlDeny(caller, req)
+	case vproto.CtlDenylist:
 		return d.denyRows(), nil
-	case "oam-trace":
+	case vproto.CtlOAMTrace:
 		hops, _, err := d.oamTrace(req)
 		return hops, err
 	}

@@ -31,27 +31,8 @@ type oamAnswer struct {
 	kind oam.Kind
 }
 
-// OAMHop is one row of oam-trace.
-type OAMHop struct {
-	Hop   int      `json:"hop"`
-	Name  string   `json:"name"`
-	USID  string   `json:"usid"`
-	Via   []string `json:"via"`
-	Kind  string   `json:"kind"`
-	Plane int      `json:"plane"`
-	T1    int      `json:"t1"`
-}
-
-// OAMResult answers oam-probe.
-type OAMResult struct {
-	OK     bool    `json:"ok"`
-	RTTus  float64 `json:"rtt_us"`
-	Hop    OAMHop  `json:"hop"`
-	Target string  `json:"target"` // the peer's address on the plane
-}
-
 // oamTrace resolves req.Peer and req.EV into the hops of the path (loop).
-func (d *Daemon) oamTrace(req vproto.CtlRequest) ([]OAMHop, int, error) {
+func (d *Daemon) oamTrace(req vproto.CtlRequest) ([]vproto.OAMHop, int, error) {
 	if d.tmpl == nil {
 		return nil, 0, errors.New("uSID OAM needs srv6 mode and a path template")
 	}
@@ -84,13 +65,13 @@ func (d *Daemon) oamTrace(req vproto.CtlRequest) ([]OAMHop, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]OAMHop, len(hs))
+	out := make([]vproto.OAMHop, len(hs))
 	for i, h := range hs {
 		via := make([]string, len(h.Via))
 		for k, u := range h.Via {
 			via[k] = fmt.Sprintf("%04x", u)
 		}
-		out[i] = OAMHop{Hop: i + 1, Name: h.Name, USID: fmt.Sprintf("%04x", h.USID), Via: via, Kind: h.Kind.String(),
+		out[i] = vproto.OAMHop{Hop: i + 1, Name: h.Name, USID: fmt.Sprintf("%04x", h.USID), Via: via, Kind: h.Kind.String(),
 			Plane: pl, T1: int(ev.T1())}
 	}
 	return out, peer, nil
@@ -122,7 +103,7 @@ func (d *Daemon) oamProbe(req vproto.CtlRequest) (any, error) {
 	if timeout > 10*time.Second {
 		return nil, fmt.Errorf("oam-probe: timeout %v, at most 10 s", timeout)
 	}
-	var res OAMResult
+	var res vproto.OAMResult
 	var ch chan oamAnswer
 	var id uint32
 	var err error
@@ -144,17 +125,17 @@ func (d *Daemon) oamProbe(req vproto.CtlRequest) (any, error) {
 }
 
 // oamSend queues the probe on its plane's port (loop goroutine).
-func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, OAMResult, error) {
+func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.OAMResult, error) {
 	hops, peer, err := d.oamTrace(req)
 	if err != nil {
-		return nil, 0, OAMResult{}, err
+		return nil, 0, vproto.OAMResult{}, err
 	}
 	k := req.Hop
 	if k == 0 {
 		k = len(hops)
 	}
 	if k < 1 || k > len(hops) {
-		return nil, 0, OAMResult{}, fmt.Errorf("hop %d: the path to %s has hops 1..%d", req.Hop, req.Peer, len(hops))
+		return nil, 0, vproto.OAMResult{}, fmt.Errorf("hop %d: the path to %s has hops 1..%d", req.Hop, req.Peer, len(hops))
 	}
 	h := hops[k-1]
 	ev := wire.EV(req.EV)
@@ -168,7 +149,7 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, OAMResu
 	}
 	dst, err := d.tmpl.Format().Build(d.tmpl.BlockAddr(), usids...)
 	if err != nil {
-		return nil, 0, OAMResult{}, err
+		return nil, 0, vproto.OAMResult{}, err
 	}
 	kind := oam.Loop
 	if h.Kind == oam.EchoRequest.String() {
@@ -180,23 +161,27 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, OAMResu
 	d.oam.nextID++
 	id := d.oam.nextID
 	port := d.cfg.Ports[i]
-	var frame [oam.FrameLen]byte
-	n, err := oam.Build(frame[:], oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
-		Src: wire.Addr128FromNetip(port.Address), Dst: dst}, oam.Probe{Kind: kind, ID: id, Seq: uint32(req.QPN), EV: ev, TxTime: int64(d.now())})
+	target := wire.Addr128FromNetip(port.Address)
+	if kind == oam.EchoRequest {
+		if a, err := d.tmpl.PeerAddrs(peer); err == nil {
+			target = a[pl]
+		}
+	}
+	buf := d.txq[i].slot()
+	if buf == nil {
+		return nil, 0, vproto.OAMResult{}, fmt.Errorf("port %s's transmit queue is full; try again", port.PortName())
+	}
+	n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
+		Src: wire.Addr128FromNetip(port.Address), Dst: dst, Target: target},
+		oam.Probe{Kind: kind, ID: id, Seq: uint32(req.QPN), EV: ev, TxTime: int64(d.now())})
 	if err != nil {
-		return nil, 0, OAMResult{}, err
+		return nil, 0, vproto.OAMResult{}, err
 	}
-	if !d.txq[i].add(frame[:n]) {
-		return nil, 0, OAMResult{}, fmt.Errorf("port %s's transmit queue is full; try again", port.PortName())
-	}
+	d.txq[i].push(n)
 	ch := make(chan oamAnswer, 1)
 	d.oam.pending[id] = ch
 	d.oam.sent++
-	target := ""
-	if a, err := d.tmpl.PeerAddrs(peer); err == nil {
-		target = a[pl].String()
-	}
-	return ch, id, OAMResult{Hop: h, Target: target}, nil
+	return ch, id, vproto.OAMResult{Hop: h, Target: target.String()}, nil
 }
 
 // handleOAM takes an OAM frame off port i (loop goroutine): a loop or
@@ -240,10 +225,14 @@ func (d *Daemon) handleOAM(i int, frame []byte) {
 		}
 		port := d.cfg.Ports[i]
 		p.Kind = oam.EchoReply
-		var out [oam.FrameLen]byte
-		n, err := oam.Build(out[:], oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
-			Src: wire.Addr128FromNetip(port.Address), Dst: dst}, p)
-		if err == nil && d.txq[i].add(out[:n]) {
+		buf := d.txq[i].slot()
+		if buf == nil {
+			return // the port's queue is full: the echo is lost, as on any busy link
+		}
+		n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
+			Src: wire.Addr128FromNetip(port.Address), Dst: dst, Target: src}, p)
+		if err == nil {
+			d.txq[i].push(n)
 			d.oam.echoed++
 		}
 	}

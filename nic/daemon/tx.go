@@ -45,17 +45,6 @@ func (t *portTx) init(bps uint64) {
 
 func (t *portTx) room() int { return len(t.bufs) - t.n }
 
-// add copies frame into the queue; false when the queue is full.
-func (t *portTx) add(frame []byte) bool {
-	if t.n == len(t.bufs) {
-		return false
-	}
-	i := (t.head + t.n) % len(t.bufs)
-	t.bufs[i] = append(t.bufs[i][:0], frame...)
-	t.n++
-	return true
-}
-
 // slot is the buffer the next frame is encoded into (nil when the queue is
 // full); push queues it once n bytes are written.
 func (t *portTx) slot() []byte {

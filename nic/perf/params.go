@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/softmrc/softmrc/nic/verbs"
 )
 
 // Kind is the test: bandwidth or latency.
@@ -61,6 +63,9 @@ type Params struct {
 	Verify   bool
 	JSON     bool
 	Unsig    bool
+	// Transport of every QP; both sides must be started with the same
+	// (checked in the out-of-band exchange).
+	Transport verbs.Transport
 
 	// OnListen, when set, is called with the server's listening address
 	// (tests listen on port 0).
@@ -125,6 +130,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.BoolVar(&p.Verify, "verify", false, "check that every byte landed (the server reports mismatches)")
 	fs.BoolVar(&p.JSON, "json", false, "print results as JSON on stdout (the banner goes to stderr)")
 	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion")
+	transport := fs.String("transport", "mrc", "QP transport: mrc, or roce (the RoCEv2 RC baseline: one path per QP, go-back-N, DCQCN; docs/roce.md); both sides must use the same")
 	fs.IntVar(&p.MaxReports, "max_reports", 0, "with --run_infinitely: stop after this many reports (0: until SIGINT)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s [options]            (server)\n       %s [options] SERVER     (client)\n\n", name, name)
@@ -145,6 +151,11 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	if len(pos) > 1 {
 		return nil, fmt.Errorf("%w: one server address expected, got %q", ErrUsage, pos)
 	}
+	tr, err := verbs.ParseTransport(*transport)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --transport: %v", ErrUsage, err)
+	}
+	p.Transport = tr
 	if len(pos) == 1 {
 		p.Server = pos[0]
 	}

@@ -34,7 +34,7 @@ func printBanner(w io.Writer, p *Params, info verbs.DeviceInfo) {
 		return "OFF"
 	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", p.Device)
-	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : MRC\n", p.QPs)
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : %s\n", p.QPs, map[verbs.Transport]string{verbs.TransportMRC: "MRC", verbs.TransportRoCE: "RoCE (go-back-N, DCQCN)"}[p.Transport])
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	fmt.Fprintf(w, " Planes          : %d\t\tEVs per QP     : %d\n", len(info.Ports), info.EVs)
 	fmt.Fprintf(w, " Fabric mode     : %s\t\tBidirectional  : %s\n", info.Mode, onoff(p.Bidir))

@@ -37,6 +37,8 @@ type testParams struct {
 	Infinite bool
 	Unsig    bool
 	MTU      int
+	// Transport is the client's --transport ("" from older clients: mrc).
+	Transport string `json:",omitempty"`
 }
 
 // result is what the server reports after each round.
@@ -193,7 +195,8 @@ func (s *session) connectOOB(ctx context.Context) (net.Conn, error) {
 func (s *session) handshake() error {
 	o, p := s.o, s.p
 	tp := testParams{Kind: p.Kind, Size: p.Size, All: p.All, Iters: p.Iters, Duration: p.Duration, QPs: p.QPs,
-		TxDepth: p.TxDepth, Bidir: p.Bidir, Verify: p.Verify, Infinite: p.Infinite, Unsig: p.Unsig, MTU: s.info.MTU}
+		TxDepth: p.TxDepth, Bidir: p.Bidir, Verify: p.Verify, Infinite: p.Infinite, Unsig: p.Unsig, MTU: s.info.MTU,
+		Transport: p.Transport.String()}
 	if p.Server != "" {
 		if err := o.send(protoVersion); err != nil {
 			return err
@@ -234,6 +237,20 @@ func (s *session) handshake() error {
 		_ = o.send("ERROR the server runs the %s test, the client the %s test", p.Kind, peer.Kind)
 		return fmt.Errorf("client runs the %s test, this server the %s test", peer.Kind, p.Kind)
 	}
+	// Unlike the test parameters, the transport is not followed: both
+	// sides name it, so that a RoCE result is never silently an MRC one.
+	peerTr := verbs.TransportMRC
+	if peer.Transport != "" {
+		var err error
+		if peerTr, err = verbs.ParseTransport(peer.Transport); err != nil {
+			_ = o.send("ERROR the server does not know the client's transport: %v", err)
+			return fmt.Errorf("client's transport: %w", err)
+		}
+	}
+	if peerTr != p.Transport {
+		_ = o.send("ERROR transport mismatch: the server runs --transport %s, the client --transport %s (give both sides the same)", p.Transport, peerTr)
+		return fmt.Errorf("transport mismatch: this server runs --transport %s, the client --transport %s (give both sides the same)", p.Transport, peerTr)
+	}
 	// The server follows the client's test parameters, as perftest expects
 	// both sides to be given the same ones.
 	p.Size, p.All, p.Iters, p.Duration, p.QPs, p.TxDepth = peer.Size, peer.All, peer.Iters, peer.Duration, peer.QPs, peer.TxDepth
@@ -260,7 +277,7 @@ func (s *session) setupQPs() error {
 	}
 	s.region = max(maxSize, min(maxSize*p.TxDepth, regionCap))
 	for i := 0; i < p.QPs; i++ {
-		qp, err := s.dev.CreateQP(verbs.QPConfig{SQDepth: p.TxDepth})
+		qp, err := s.dev.CreateQP(verbs.QPConfig{SQDepth: p.TxDepth, Transport: p.Transport})
 		if err != nil {
 			return err
 		}

@@ -40,11 +40,23 @@ type NIC interface {
 	// as error completions through Service.Deliver. The slice is reused
 	// after Post returns.
 	Post(owner uint32, wrs []vproto.WR)
-	// Ctl answers an mrcctl request.
-	Ctl(req vproto.CtlRequest) (any, error)
+	// Ctl answers an mrcctl request from caller; only an administrator
+	// may touch or inspect QPs that are not the caller's.
+	Ctl(caller Caller, req vproto.CtlRequest) (any, error)
 	// CloseOwner destroys every QP of owner and then releases its regions
 	// (the session ended).
 	CloseOwner(owner uint32)
+}
+
+// Caller is who sent a request: the session, and the process and user the
+// kernel vouches for (SO_PEERCRED at accept).
+type Caller struct {
+	Session uint32
+	PID     int
+	UID     uint32
+	// Admin: the user is root or the daemon's own, so the caller may
+	// inspect and steer every application's QPs (mrcctl run as root).
+	Admin bool
 }
 
 // MaxQueuedCQEs bounds the completions waiting for one session to read
@@ -119,7 +131,13 @@ func (s *Service) Serve() error {
 		if s.nextID == 0 {
 			s.nextID = 1
 		}
-		ss := &session{id: s.nextID, conn: c, svc: s, uid: peerUID(c), ready: make(chan struct{}, 1), done: make(chan struct{})}
+		ss := &session{id: s.nextID, conn: c, svc: s, ready: make(chan struct{}, 1), done: make(chan struct{})}
+		if err := ss.peerCred(); err != nil {
+			s.mu.Unlock()
+			s.log.Warn("service: refusing a connection whose credentials cannot be read", "err", err)
+			c.Close()
+			continue
+		}
 		s.sessions[ss.id] = ss
 		s.wg.Add(2)
 		s.mu.Unlock()
@@ -217,22 +235,44 @@ func (ss *session) tryWrite(cqes []vproto.CQE) bool {
 	return werr == nil
 }
 
-// SessionInfo describes a session for mrcctl.
-type SessionInfo struct {
-	ID     uint32 `json:"id"`
-	Client string `json:"client"`
-	PID    int    `json:"pid"`
-}
-
-// SessionList returns the open sessions.
-func (s *Service) SessionList() []SessionInfo {
+// SessionList returns the open sessions that caller may see: all for an
+// administrator, else its own.
+func (s *Service) SessionList(caller Caller) []vproto.SessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SessionInfo, 0, len(s.sessions))
+	out := make([]vproto.SessionInfo, 0, len(s.sessions))
 	for _, x := range s.sessions {
-		out = append(out, SessionInfo{ID: x.id, Client: x.client, PID: x.pid})
+		if caller.Admin || x.id == caller.Session {
+			out = append(out, vproto.SessionInfo{ID: x.id, Client: x.client, PID: x.pid, UID: x.uid})
+		}
 	}
 	return out
+}
+
+// peerCred records the connecting process's credentials. The pid is the
+// kernel's, not the one Hello claims.
+func (ss *session) peerCred() error {
+	rc, err := ss.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("SO_PEERCRED: %w", cerr)
+	}
+	ss.pid, ss.uid = int(cred.Pid), cred.Uid
+	ss.admin = cred.Uid == 0 || int(cred.Uid) == os.Geteuid()
+	return nil
+}
+
+func (ss *session) caller() Caller {
+	return Caller{Session: ss.id, PID: ss.pid, UID: ss.uid, Admin: ss.admin}
 }
 
 type session struct {
@@ -241,9 +281,8 @@ type session struct {
 	svc    *Service
 	client string
 	pid    int
-	// uid is the peer's user id from SO_PEERCRED (the kernel's word, not
-	// the client's), -1 when unknown: deny/allow are root's only.
-	uid int
+	uid    uint32
+	admin  bool
 
 	wmu sync.Mutex // serialises writes on conn
 
@@ -416,7 +455,7 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 		if h.Version != vproto.Version {
 			return nil, fmt.Errorf("client speaks protocol %d, mrc-nicd %d: rebuild the application against this nic/verbs", h.Version, vproto.Version)
 		}
-		ss.client, ss.pid = h.Client, h.PID
+		ss.client = h.Client
 		ss.logf().Debug("service: session opened")
 		info := s.nic.Info()
 		info.SessionID = ss.id
@@ -463,15 +502,10 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 		if err := decode(&r); err != nil {
 			return nil, err
 		}
-		if r.Cmd == "sessions" {
-			return s.SessionList(), nil
+		if r.Cmd == vproto.CtlSessions {
+			return s.SessionList(ss.caller()), nil
 		}
-		if (r.Cmd == "deny" || r.Cmd == "allow") && ss.uid != 0 {
-			// The device socket is open to every local user (0666);
-			// a denial changes the paths of every application.
-			return nil, fmt.Errorf("%s changes the NIC's paths for every application and needs root (SO_PEERCRED uid %d); run mrcctl as root", r.Cmd, ss.uid)
-		}
-		return s.nic.Ctl(r)
+		return s.nic.Ctl(ss.caller(), r)
 	}
 	return nil, fmt.Errorf("message type %s is not a request", t)
 }
@@ -501,19 +535,3 @@ func closeFDs(fds []int) {
 
 // ErrNotOwner is returned (wrapped) for a QP another session owns.
 var ErrNotOwner = errors.New("QP is not owned by this application")
-
-// peerUID is the uid of the process at the other end of c (SO_PEERCRED),
-// or -1.
-func peerUID(c *net.UnixConn) int {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	uid := -1
-	_ = rc.Control(func(fd uintptr) {
-		if cr, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			uid = int(cr.Uid)
-		}
-	})
-	return uid
-}

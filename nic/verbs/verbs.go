@@ -39,9 +39,23 @@ type (
 	DeviceInfo = vproto.DeviceInfo
 	// PortInfo describes one NIC port.
 	PortInfo = vproto.PortInfo
+	// Transport selects a QP's transport: TransportMRC (default) or
+	// TransportRoCE.
+	Transport = vproto.Transport
 	// Access is a memory region's access rights (ibv_access_flags).
 	Access = vproto.Access
 )
+
+// Transports, re-exported.
+const (
+	// TransportMRC (zero value, default): MRC.
+	TransportMRC = vproto.TransportMRC
+	// TransportRoCE: the RoCEv2 RC baseline with DCQCN (docs/roce.md).
+	TransportRoCE = vproto.TransportRoCE
+)
+
+// ParseTransport parses "mrc" or "roce" (flags such as --transport).
+func ParseTransport(s string) (Transport, error) { return vproto.ParseTransport(s) }
 
 // Opcodes and statuses, re-exported.
 const (
@@ -341,31 +355,43 @@ type QP struct {
 	MTU     int // payload bytes per packet
 	Window  int // receive window (MPR) in packets
 	MaxWImm int // Write-with-Immediate messages accepted in flight
-	d       *Device
+	// Transport is the QP's transport, as the daemon created it; the peer
+	// must use the same (exchange it out of band).
+	Transport Transport
+	d         *Device
 }
 
 // QPConfig configures CreateQP.
 type QPConfig struct {
 	// SQDepth bounds outstanding work requests; 0 = device default.
 	SQDepth int
+	// Transport is the QP's transport (zero value: TransportMRC). Both ends
+	// must use the same: exchange it out of band with the QP number.
+	Transport Transport
 }
 
 // CreateQP creates a QP owned by this session.
 func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	var info vproto.QPInfo
-	if err := d.call(vproto.TypeCreateQP, vproto.CreateQP{SQDepth: cfg.SQDepth}, -1, &info); err != nil {
+	if !cfg.Transport.Valid() {
+		return nil, fmt.Errorf("verbs: create QP: unknown transport %d: use TransportMRC or TransportRoCE", uint8(cfg.Transport))
+	}
+	if err := d.call(vproto.TypeCreateQP, vproto.CreateQP{SQDepth: cfg.SQDepth, Transport: cfg.Transport}, -1, &info); err != nil {
 		return nil, err
 	}
-	return &QP{QPN: info.QPN, PSN: info.PSN, MTU: info.MTU, Window: info.Window, MaxWImm: info.MaxWImm, d: d}, nil
+	return &QP{QPN: info.QPN, PSN: info.PSN, MTU: info.MTU, Window: info.Window, MaxWImm: info.MaxWImm,
+		Transport: info.Transport, d: d}, nil
 }
 
 // ConnectInfo is what the peer passes to its Connect to reach this QP:
-// QPN, PSN, MTU, window, Write-with-Immediate cap and this device's
-// address in every plane. Applications send it out of band (as JSON, or
+// QPN, PSN, MTU, window, Write-with-Immediate cap, transport (a peer QP of
+// another transport fails to connect) and this device's address in every
+// plane. Applications send it out of band (as JSON, or
 // field by field like mrc-write-bw).
 func (qp *QP) ConnectInfo() Remote {
+	tr := qp.Transport
 	r := Remote{RemoteQPN: qp.QPN, RemotePSN: qp.PSN, RemoteMTU: qp.MTU, RemoteWindow: qp.Window,
-		RemoteMaxWImm: qp.MaxWImm}
+		RemoteMaxWImm: qp.MaxWImm, RemoteTransport: &tr}
 	for _, p := range qp.d.info.Ports {
 		r.RemoteAddrs = append(r.RemoteAddrs, p.Address)
 	}

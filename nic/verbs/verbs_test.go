@@ -141,7 +141,7 @@ func (n *loopNIC) Post(owner uint32, wrs []vproto.WR) {
 	}
 }
 
-func (n *loopNIC) Ctl(req vproto.CtlRequest) (any, error) {
+func (n *loopNIC) Ctl(_ service.Caller, req vproto.CtlRequest) (any, error) {
 	if req.Cmd == "qps" {
 		n.mu.Lock()
 		defer n.mu.Unlock()

@@ -417,6 +417,8 @@ type DeregMR struct {
 type CreateQP struct {
 	// SQDepth bounds outstanding work requests (0: device default).
 	SQDepth int `json:"sq_depth"`
+	// Transport is the QP's transport (absent: MRC).
+	Transport Transport `json:"transport,omitempty"`
 }
 
 // QPInfo answers CreateQP: what the peer needs to connect to the QP
@@ -430,6 +432,8 @@ type QPInfo struct {
 	MTU     int `json:"mtu"`
 	Window  int `json:"window"`
 	MaxWImm int `json:"max_wimm"`
+	// Transport is the QP's transport.
+	Transport Transport `json:"transport,omitempty"`
 }
 
 // ConnectQP connects a QP to a remote QP (RTR+RTS in one step).
@@ -444,6 +448,10 @@ type ConnectQP struct {
 	RemoteMTU     int `json:"remote_mtu"`
 	RemoteWindow  int `json:"remote_window"`
 	RemoteMaxWImm int `json:"remote_max_wimm"`
+	// RemoteTransport, when set, is the peer QP's transport: a QP whose
+	// own differs fails to connect (transport mismatch). Absent: not
+	// checked (the peer is taken to run this QP's transport).
+	RemoteTransport *Transport `json:"remote_transport,omitempty"`
 	// EVs, when set, is the QP's active EV set, used as given (1..256 EVs,
 	// on planes both ends have); empty lets the daemon choose the device's
 	// EV count, spread over every plane and T1.
@@ -460,27 +468,4 @@ type DestroyQP struct {
 type Reply struct {
 	Error string          `json:"error,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
-}
-
-// CtlRequest is an mrcctl command.
-type CtlRequest struct {
-	// Cmd is ports, qps, evs, counters, deny, allow or denylist.
-	Cmd string `json:"cmd"`
-	QPN uint32 `json:"qpn,omitempty"`
-	// EV, Plane, T1 and Link select what deny/allow act on.
-	EV    uint32 `json:"ev,omitempty"`
-	Plane int    `json:"plane,omitempty"`
-	T1    int    `json:"t1,omitempty"`
-	Link  string `json:"link,omitempty"`
-	// Scope of deny/allow: "ev", "path" (Plane, T1), "link" or "plane".
-	// Without a QPN they edit the daemon's denylist (every QP, now and
-	// later; root only); with one, only "ev" and "plane", on that QP.
-	Scope string `json:"scope,omitempty"`
-	// Peer, Hop and TimeoutMS are oam-probe's (and Peer oam-trace's):
-	// the destination host (template name or any of its addresses), the
-	// hop the probe is cut at (1-based; 0: the peer itself, an echo) and
-	// how long to wait for it. EV names the path.
-	Peer      string `json:"peer,omitempty"`
-	Hop       int    `json:"hop,omitempty"`
-	TimeoutMS int    `json:"timeout_ms,omitempty"`
 }

@@ -2,6 +2,7 @@ package vproto
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -138,6 +139,32 @@ func FuzzParseHeader(f *testing.F) {
 			t.Fatalf("header round trip %x -> %x", b[:HeaderLen], out)
 		}
 	})
+}
+
+func TestTransportJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   CreateQP
+		json string
+	}{
+		{CreateQP{SQDepth: 8}, `{"sq_depth":8}`},
+		{CreateQP{SQDepth: 8, Transport: TransportRoCE}, `{"sq_depth":8,"transport":"roce"}`},
+	} {
+		b, err := json.Marshal(tc.in)
+		if err != nil || string(b) != tc.json {
+			t.Fatalf("marshal %+v = %s, %v; want %s", tc.in, b, err, tc.json)
+		}
+		var back CreateQP
+		if err := json.Unmarshal(b, &back); err != nil || back != tc.in {
+			t.Fatalf("round trip of %s = %+v, %v", b, back, err)
+		}
+	}
+	var c CreateQP
+	if err := json.Unmarshal([]byte(`{"transport":"iwarp"}`), &c); err == nil || !strings.Contains(err.Error(), "want mrc or roce") {
+		t.Fatalf("unknown transport: err %v", err)
+	}
+	if _, err := json.Marshal(CreateQP{Transport: 9}); err == nil {
+		t.Fatal("marshalling transport 9 succeeded")
+	}
 }
 
 func TestAccessCheck(t *testing.T) {

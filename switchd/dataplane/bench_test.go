@@ -39,6 +39,105 @@ func BenchmarkProgRun(b *testing.B) {
 	}
 }
 
+// BenchmarkProgramVsBaseline is the switch program's own cost per frame
+// (BPF run-time statistics: run_time_ns / run_cnt, no syscall or copy) for
+// three paths, for the embedded object and, alternately in the same run, a
+// baseline object given by MRC_SWITCH_BASELINE (a switch_bpfel.o of another
+// build, e.g. from git show OLD:switchd/dataplane/switch_bpfel.o; the maps
+// must have the same layout). Without the variable only the embedded object
+// is measured. Each benchmark iteration is one round of every path on both
+// objects; reported values are medians over the rounds:
+//
+//	go test -run '^$' -bench ProgramVsBaseline -benchtime=9x ./switchd/dataplane
+//
+// Frames are fresh copies per run (BPF_PROG_RUN with Repeat would run the
+// program again on its own output: shifted, decremented, trimmed).
+func BenchmarkProgramVsBaseline(b *testing.B) {
+	type object struct {
+		name string
+		h    *harness
+	}
+	objs := []object{{name: "new", h: newHarness(b)}}
+	if p := os.Getenv("MRC_SWITCH_BASELINE"); p != "" {
+		spec, err := ebpf.LoadCollectionSpec(p)
+		if err != nil {
+			b.Fatalf("MRC_SWITCH_BASELINE=%s: %v", p, err)
+		}
+		objs = append(objs, object{name: "base", h: newHarnessOf(b, spec)})
+	}
+	type path struct {
+		name  string
+		frame []byte
+		setup func(*harness)
+		cnt   counter // must move by one per run on port
+		port  PortID
+	}
+	trimFrame := dataFrame(10, ecnECT0, mrcHdr{opcode: 0xCA, payload: 1000})
+	trimFrame.dst = netip.MustParseAddr("5f00:1:100:300::") // via port 2
+	paths := []path{
+		{name: "uN+FIB", frame: usidFrame("5f00:1:100:200::", 64).bytes(), cnt: cForwarded, port: 1},
+		{name: "ECMP", frame: usidFrame("fd00:9::1", 64).bytes(), cnt: cForwarded, port: PortID(FlowHash(netip.MustParseAddr("fd00:1::1"), netip.MustParseAddr("fd00:9::1"), 0x12345, 0xbeef) % 4)},
+		{name: "trim", frame: trimFrame.bytes(), cnt: cTrimmed, port: 2,
+			// Trim everything; the 1 B/s queue takes 4e9 trimmed bytes before it drops.
+			setup: func(h *harness) { h.setModel(2, RoleFabric, slowModel(0, 1, 4_000_000_000)) }},
+	}
+	for _, o := range objs {
+		for _, p := range paths {
+			if p.setup != nil {
+				p.setup(o.h)
+			}
+		}
+	}
+	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Skipf("skipping: kernel without BPF run-time statistics (BPF_ENABLE_STATS, 5.8): %v", err)
+	}
+	defer st.Close()
+	const runs = 20_000
+	in := make([]byte, 2048)
+	out := make([]byte, 2048+256)
+	// measure returns the program's mean ns per run of frame over runs runs.
+	measure := func(o object, p path) float64 {
+		prog := o.h.d.SwitchProgram()
+		before := p.cnt.get(o.h.counters(p.port))
+		s0, err := prog.Stats()
+		must(b, err)
+		for range runs {
+			n := copy(in, p.frame)
+			if ret, err := prog.Run(&ebpf.RunOptions{Data: in[:n], DataOut: out}); err != nil || ret != xdpRedirect {
+				b.Fatalf("%s %s: verdict %d, %v", o.name, p.name, ret, err)
+			}
+		}
+		s1, err := prog.Stats()
+		must(b, err)
+		if got := p.cnt.get(o.h.counters(p.port)) - before; got != runs {
+			b.Fatalf("%s %s: port %d %s moved by %d in %d runs", o.name, p.name, p.port, p.cnt.name, got, runs)
+		}
+		return float64(s1.Runtime-s0.Runtime) / float64(s1.RunCount-s0.RunCount)
+	}
+	ns := map[string][]float64{}
+	for b.Loop() {
+		for _, p := range paths {
+			for _, o := range objs {
+				v := measure(o, p)
+				ns[o.name+" "+p.name] = append(ns[o.name+" "+p.name], v)
+			}
+		}
+	}
+	for _, p := range paths {
+		for _, o := range objs {
+			b.ReportMetric(median(ns[o.name+" "+p.name]), o.name+"-"+p.name+"-ns/pkt")
+		}
+		if len(objs) == 2 {
+			var r []float64
+			for i, v := range ns["new "+p.name] {
+				r = append(r, v/ns["base "+p.name][i])
+			}
+			b.ReportMetric(median(r), "new/base-"+p.name)
+		}
+	}
+}
+
 // Benchmark CPUs: the generator runs alone on genCPU; the router (r0's NAPI
 // thread) and, in softirq raised by it, the receiver (d0's NAPI) share
 // routerCPU.

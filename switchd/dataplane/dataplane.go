@@ -49,6 +49,12 @@ func Load(opts LoadOptions) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: parse embedded BPF object: %w", err)
 	}
+	return loadSpec(spec, opts)
+}
+
+// loadSpec is Load for a given switch object; the benchmarks load an older
+// build of bpf/switch.bpf.c through it to compare the two in the same run.
+func loadSpec(spec *ebpf.CollectionSpec, opts LoadOptions) (*Dataplane, error) {
 	d := &Dataplane{pinDir: opts.PinDir, links: map[string]link.Link{}}
 	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	if d.pinDir != "" {
@@ -71,7 +77,7 @@ func Load(opts LoadOptions) (*Dataplane, error) {
 			copts.MapReplacements[name] = m
 		}
 	}
-	err = spec.LoadAndAssign(&d.objs, copts)
+	err := spec.LoadAndAssign(&d.objs, copts)
 	// LoadAndAssign holds its own references to replacements.
 	closeMaps(copts.MapReplacements)
 	if err != nil {

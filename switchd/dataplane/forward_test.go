@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"net/netip"
+	"strconv"
 	"testing"
 )
 
@@ -329,5 +330,40 @@ func TestRoutesAndPortsAPI(t *testing.T) {
 		if bad == nil {
 			t.Error("invalid configuration accepted")
 		}
+	}
+}
+
+// TestBlockBitsCheckedInProgram: the program bounds the block length it reads
+// from the config map instead of trusting user space. The map can be written
+// by anything holding the pin; with an unchecked length 0 the uN helpers
+// shifted the block itself and forwarded the frame to a wrong prefix.
+func TestBlockBitsCheckedInProgram(t *testing.T) {
+	const da = "5f00:1:0:100:200::" // own uSID 0x0100 only if the block were 48 bits (or 0)
+	for _, tc := range []struct {
+		bits    uint32
+		wantRet uint32
+		cnt     counter
+		port    PortID
+	}{
+		{32, xdpRedirect, cForwarded, 3}, // control: a valid length routes the frame
+		{0, xdpDrop, cNoRoute, ingressPort},
+		{8, xdpDrop, cNoRoute, ingressPort},
+		{24, xdpDrop, cNoRoute, ingressPort},
+		{64, xdpDrop, cNoRoute, ingressPort},
+		{1 << 31, xdpDrop, cNoRoute, ingressPort},
+	} {
+		t.Run(strconv.FormatUint(uint64(tc.bits), 10), func(t *testing.T) {
+			h := newHarness(t)
+			must(t, h.d.AddRoute(netip.MustParsePrefix("5f00::/16"), NextHop{Port: 3}))
+			var c SwitchSwConfig
+			must(t, h.d.objs.Config.Lookup(uint32(0), &c))
+			c.BlockBits = tc.bits // past SetSwitchConfig's validation, as a foreign map writer would
+			must(t, h.d.objs.Config.Put(uint32(0), c))
+			ret, out := h.run(usidFrame(da, 64).bytes())
+			if ret != tc.wantRet {
+				t.Fatalf("block_bits %d: verdict %d (DA out %v), want %d", tc.bits, ret, frameDA(out), tc.wantRet)
+			}
+			checkOneOutcome(t, h, tc.port, tc.cnt)
+		})
 	}
 }

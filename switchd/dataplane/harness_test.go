@@ -57,8 +57,20 @@ type harness struct {
 //	fd00:4::/32 -> port 4 (host)
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessOf(t, nil)
+}
+
+// newHarnessOf is newHarness for the switch object spec (nil: the embedded one).
+func newHarnessOf(t testing.TB, spec *ebpf.CollectionSpec) *harness {
+	t.Helper()
 	requireRoot(t)
-	d, err := Load(LoadOptions{})
+	var d *Dataplane
+	var err error
+	if spec == nil {
+		d, err = Load(LoadOptions{})
+	} else {
+		d, err = loadSpec(spec, LoadOptions{})
+	}
 	if err != nil {
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			t.Skipf("skipping: kernel lacks a BPF feature the switch needs: %v", err)

@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/softmrc/softmrc/internal/pathtmpl"
+	"github.com/softmrc/softmrc/internal/wire"
 	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/switchd/config"
 	"github.com/softmrc/softmrc/testbed/topo"
@@ -141,9 +142,9 @@ func (p *Plan) Template(h *Host) (*pathtmpl.Template, error) {
 		Planes: p.Planes, T1Count: max(p.T1PerPlane, 1)}
 	t.Local.Name = h.Name
 	for pl := 0; pl < p.Planes; pl++ {
-		lp := pathtmpl.LocalPlane{Plane: pl, Addr: h.Ports[pl].Addr.Addr().String(), T0: uint16(MakeUSID(uint8(0x40+h.T0), pl))}
+		lp := pathtmpl.LocalPlane{Plane: pl, Addr: h.Ports[pl].Addr.Addr().String(), T0: pathtmpl.T0USID(h.T0, wire.Plane(pl))}
 		for j := 0; j < t.T1Count; j++ {
-			lp.T1 = append(lp.T1, uint16(MakeUSID(uint8(0x01+j), pl)))
+			lp.T1 = append(lp.T1, pathtmpl.T1USID(j, wire.Plane(pl)))
 		}
 		t.Local.Planes = append(t.Local.Planes, lp)
 	}
@@ -154,7 +155,7 @@ func (p *Plan) Template(h *Host) (*pathtmpl.Template, error) {
 		peer := pathtmpl.Peer{Name: o.Name, T0Local: o.T0 == h.T0}
 		for pl := 0; pl < p.Planes; pl++ {
 			peer.Planes = append(peer.Planes, pathtmpl.PeerPlane{Plane: pl, Addr: o.Ports[pl].Addr.Addr().String(),
-				T0: uint16(MakeUSID(uint8(0x40+o.T0), pl)), Downlink: uint16(o.Ports[pl].DownlinkUSID)})
+				T0: pathtmpl.T0USID(o.T0, wire.Plane(pl)), Downlink: uint16(o.Ports[pl].DownlinkUSID)})
 		}
 		t.Peers = append(t.Peers, peer)
 	}

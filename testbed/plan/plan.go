@@ -23,6 +23,8 @@ import (
 	"net/netip"
 	"path/filepath"
 
+	"github.com/softmrc/softmrc/internal/pathtmpl"
+	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/testbed/topo"
 )
 
@@ -203,10 +205,12 @@ func RunIDFor(prefix string) uint16 {
 	return v
 }
 
-// MAC returns the MAC of a node port: 02|kind<<2, run id, node, port.
+// MAC returns the MAC of a node port (pathtmpl.NodeMAC: 02|kind<<2, run id,
+// node, port) in the text form the plan's files use.
 func MAC(kind string, run uint16, node uint16, port uint8) string {
-	k := map[string]byte{KindHost: 0, KindT0: 1, KindT1: 2, KindMgmt: 3}[kind]
-	return net.HardwareAddr{0x02 | k<<2, byte(run >> 8), byte(run), byte(node >> 8), byte(node), port}.String()
+	k := map[string]pathtmpl.NodeKind{KindHost: pathtmpl.NodeHost, KindT0: pathtmpl.NodeT0, KindT1: pathtmpl.NodeT1, KindMgmt: pathtmpl.NodeMgmt}[kind]
+	m := pathtmpl.NodeMAC(k, run, node, port)
+	return net.HardwareAddr(m[:]).String()
 }
 
 // LinkLocal returns the EUI-64 link-local address the kernel gives an
@@ -287,9 +291,9 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	}
 	sw := func(role string, p, idx int) Switch {
 		name := t0Name(p, idx)
-		u := MakeUSID(uint8(0x40+idx), p)
+		u := USID(pathtmpl.T0USID(idx, wire.Plane(p)))
 		if role == KindT1 {
-			name, u = t1Name(p, idx), MakeUSID(uint8(0x01+idx), p)
+			name, u = t1Name(p, idx), USID(pathtmpl.T1USID(idx, wire.Plane(p)))
 		}
 		return Switch{
 			Name: name, NS: nsName(t2.Prefix, name), Role: role, Plane: p, Index: idx, USID: u, UN: un(t2.Block, u),
@@ -333,7 +337,7 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 		P.Namespaces = append(P.Namespaces, h.NS)
 		for p := 0; p < t2.Planes; p++ {
 			s := t0[p][h.T0]
-			dl := MakeUSID(uint8(0xc0+h.Downlink), p)
+			dl := USID(pathtmpl.DownlinkUSID(h.Downlink, wire.Plane(p)))
 			hp := HostPort{
 				Plane: p, Ifname: fmt.Sprintf("p%d", p), MAC: MAC(KindHost, run, uint16(h.ID), uint8(p)),
 				Addr: HostAddr(run, p, h.ID), Locator: un(t2.Block, dl), DownlinkUSID: dl,
@@ -409,20 +413,20 @@ func fib(P *Plan, s *Switch) {
 	switch {
 	case P.Mode == topo.ModeSRv6 && s.Role == KindT0:
 		for j := 0; j < P.T1PerPlane; j++ {
-			add(un(P.Block, MakeUSID(uint8(0x01+j), s.Plane)), fmt.Sprintf("u%d", j), "", "T1 "+t1Name(s.Plane, j))
+			add(un(P.Block, USID(pathtmpl.T1USID(j, wire.Plane(s.Plane)))), fmt.Sprintf("u%d", j), "", "T1 "+t1Name(s.Plane, j))
 		}
 		for k := 0; k < P.T0PerPlane; k++ {
 			if k != s.Index {
-				add(un(P.Block, MakeUSID(uint8(0x40+k), s.Plane)), "", "uplinks", "T0 "+t0Name(s.Plane, k)+" via any T1")
+				add(un(P.Block, USID(pathtmpl.T0USID(k, wire.Plane(s.Plane)))), "", "uplinks", "T0 "+t0Name(s.Plane, k)+" via any T1")
 			}
 		}
 		for d := 0; d < P.HostsPerT0; d++ {
 			h := P.Hosts[s.Index*P.HostsPerT0+d]
-			add(un(P.Block, MakeUSID(uint8(0xc0+d), s.Plane)), fmt.Sprintf("d%d", d), "", "downlink to "+h.Name)
+			add(un(P.Block, USID(pathtmpl.DownlinkUSID(d, wire.Plane(s.Plane)))), fmt.Sprintf("d%d", d), "", "downlink to "+h.Name)
 		}
 	case P.Mode == topo.ModeSRv6 && s.Role == KindT1:
 		for k := 0; k < P.T0PerPlane; k++ {
-			add(un(P.Block, MakeUSID(uint8(0x40+k), s.Plane)), fmt.Sprintf("d%d", k), "", "T0 "+t0Name(s.Plane, k))
+			add(un(P.Block, USID(pathtmpl.T0USID(k, wire.Plane(s.Plane)))), fmt.Sprintf("d%d", k), "", "T0 "+t0Name(s.Plane, k))
 		}
 	case s.Role == KindT0:
 		for _, h := range P.Hosts {

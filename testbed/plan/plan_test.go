@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/testbed/topo"
@@ -138,7 +139,7 @@ func TestInvariants(t *testing.T) {
 					if !fd.Contains(hp.Addr.Addr()) {
 						t.Errorf("%s: %s outside fd00::/8", h.Name, hp.Addr)
 					}
-					if int(hp.DownlinkUSID&0xff) != hp.Plane || hp.DownlinkUSID>>8 != USID(0xc0+h.Downlink) {
+					if hp.DownlinkUSID != USID(pathtmpl.DownlinkUSID(h.Downlink, wire.Plane(hp.Plane))) {
 						t.Errorf("%s plane %d: downlink uSID %04x", h.Name, hp.Plane, hp.DownlinkUSID)
 					}
 				}

@@ -8,9 +8,6 @@ import (
 // USID is a 16-bit micro-SID; YAML writes it as 4 hex digits.
 type USID uint16
 
-// MakeUSID builds a uSID per docs/conventions.md: index<<8 | plane.
-func MakeUSID(index uint8, plane int) USID { return USID(uint16(index)<<8 | uint16(plane)) }
-
 // MarshalText writes the uSID as 4 hex digits.
 func (u USID) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "%04x", uint16(u)), nil }
 

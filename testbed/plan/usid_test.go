@@ -3,6 +3,8 @@ package plan
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 )
 
 func TestContainer(t *testing.T) {
@@ -12,7 +14,7 @@ func TestContainer(t *testing.T) {
 		want string
 	}{
 		{[]USID{0x4000, 0x0100, 0x4100, 0xc000}, "5f00:1:4000:100:4100:c000::"},
-		{[]USID{MakeUSID(0x40, 1), MakeUSID(0xc1, 1)}, "5f00:1:4001:c101::"},
+		{[]USID{USID(pathtmpl.T0USID(0, 1)), USID(pathtmpl.DownlinkUSID(1, 1))}, "5f00:1:4001:c101::"},
 		{[]USID{1, 2, 3, 4, 5, 6}, "5f00:1:1:2:3:4:5:6"},
 	} {
 		got, err := Container(b, tc.us...)

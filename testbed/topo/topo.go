@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/softmrc/softmrc/internal/pathtmpl"
 )
 
 // Mode is the fabric forwarding mode.
@@ -48,14 +50,13 @@ const (
 	DataplaneKernel Dataplane = "kernel"
 )
 
-// Limits from docs/conventions.md: uSID = index<<8 | plane with T1 indexes
-// 0x01..0x3f, T0 0x40..0xbf, host downlinks 0xc0..0xfe; the EV plane field is
-// 4 bits.
+// Limits from docs/conventions.md: the uSID allocation (pathtmpl) bounds T1s,
+// T0s and host downlinks; the EV plane field is 4 bits.
 const (
 	MaxPlanes     = 16
-	MaxT0         = 0xbf - 0x40 + 1 // 128
-	MaxT1         = 0x3f - 0x01 + 1 // 63
-	MaxHostsPerT0 = 0xfe - 0xc0 + 1 // 63
+	MaxT0         = pathtmpl.MaxT0s       // 128
+	MaxT1         = pathtmpl.MaxT1s       // 63
+	MaxHostsPerT0 = pathtmpl.MaxDownlinks // 63
 	// MaxMTU is the largest veth MTU native XDP accepts on the peer (non-frags
 	// program, x86-64, 4 KiB pages; SRV6-XDP-FACTS §3).
 	MaxMTU = 3506

@@ -1,0 +1,208 @@
+package mrc
+
+import (
+	"github.com/softmrc/softmrc/internal/dcqcn"
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// The RoCE transport (docs/roce.md) is the GoBackN QP mode plus three
+// things a RoCEv2 RC NIC does and MRC does not:
+//
+//   - one path for the QP's life: a single EV derived from the QPN pair as
+//     Linux derives a RoCEv2 QP's flow label and UDP source port, on one
+//     plane, no failover, and the responder's ACKs, NAKs and CNPs ride the
+//     responder QP's own path (the same hash, since it is symmetric);
+//   - DCQCN (internal/dcqcn): the receiver turns CE marks into CNPs, the
+//     sender paces at the DCQCN rate instead of the NSCC window;
+//   - a trimmed packet is a plain loss: a RoCE NIC cannot parse a header-only
+//     frame, so the responder drops it silently and the gap is found as
+//     IBTA RC finds every gap (NAK sequence error, or the ACK timeout).
+//
+// Everything here hangs off qp.roce, nil for the other transports.
+
+// defaultRoCELineRate is the DCQCN line rate when neither the port nor the
+// QP config gives one (an unpaced engine): 100 Gb/s.
+const defaultRoCELineRate = 100e9
+
+// roceState is the per-QP state of the RoCE transport.
+type roceState struct {
+	rp *dcqcn.RP
+	np dcqcn.NP
+	ev wire.EV
+	c  RoCECounters
+}
+
+// RoCECounters count the RoCE transport's own events of one QP.
+type RoCECounters struct {
+	TxCNP, RxCNP uint64 // CNPs sent (as notification point) and received
+	CEMarked     uint64 // CE-marked data packets received
+	TrimDropped  uint64 // trimmed data packets dropped as plain losses
+}
+
+// RoCESnapshot is the RoCE part of a QPSnapshot.
+type RoCESnapshot struct {
+	EV     wire.EV // the QP's one path
+	Rate   float64 // DCQCN current rate RC, b/s
+	Target float64 // DCQCN target rate RT, b/s
+	Alpha  float64
+	DCQCN  dcqcn.Counters
+	RoCECounters
+}
+
+// RoCEFlowLabel is the 20-bit flow label Linux gives a RoCEv2 QP
+// (rdma_calc_flow_label in include/rdma/ib_verbs.h, used by mlx5 and rxe
+// when the application sets none): a hash of the QPN pair. The product
+// makes it symmetric, so both ends of a connection compute the same value.
+func RoCEFlowLabel(lqpn, rqpn wire.QPN) uint32 {
+	v := uint64(lqpn) * uint64(rqpn)
+	v ^= v >> 20
+	v ^= v >> 40
+	return uint32(v & 0xFFFFF)
+}
+
+// RoCESrcPort is the UDP source port Linux derives from a RoCEv2 flow label
+// (rdma_flow_label_to_udp_sport): the low 14 bits folded with the high 6,
+// in the range 0xC000..0xFFFF.
+func RoCESrcPort(fl uint32) uint16 {
+	lo, hi := fl&0x3FFF, fl&0xFC000
+	lo ^= hi >> 14
+	return uint16(lo | 0xC000)
+}
+
+// RoCEEV is the one EV of a RoCE QP between lqpn and rqpn over the given
+// planes (nT1 T1s per plane; 0 or 256 in ECMP mode). The UDP source port is
+// exactly Linux's (RoCESrcPort); the EV's other 16 bits, which ride in the
+// flow label and name the plane and the T1 in this fabric, come from the
+// same flow label: plane = planes[fl mod len(planes)], T1 = (fl >> 4) mod
+// nT1, the free bits = fl's low 4. Both ends pick the same plane.
+func RoCEEV(lqpn, rqpn wire.QPN, planes []wire.Plane, nT1 int) wire.EV {
+	fl := RoCEFlowLabel(lqpn, rqpn)
+	pl := planes[int(fl)%len(planes)]
+	if nT1 <= 0 || nT1 > 256 {
+		nT1 = 256
+	}
+	t1 := uint8(int(fl>>4) % nT1)
+	return wire.MakeEV(pl, t1, (fl&0xF)<<16|uint32(RoCESrcPort(fl)))
+}
+
+// roceEVs installs the QP's one EV (instead of generateEVs).
+func (q *qp) roceEVs(planes []wire.Plane, p *peer) {
+	nT1 := 256
+	if p.paths != nil {
+		nT1 = p.paths.T1Count()
+	}
+	ev := RoCEEV(q.qpn, q.remote.QPN, planes, nT1)
+	q.evs = []evEntry{{ev: ev, plane: ev.Plane(), active: true, pos: -1, w: 1}}
+	q.evIdx = map[wire.EV]int32{ev: 0}
+}
+
+// roceConnect finishes Connect for a RoCE QP: the single path for data and
+// for the control packets this QP sends, and DCQCN at the plane's rate.
+func (q *qp) roceConnect() error {
+	if len(q.evs) != 1 {
+		return configErr("a RoCE QP has one path: give exactly one explicit EV and no reserve, or none (got %d)", len(q.evs))
+	}
+	ev := q.evs[0].ev
+	q.gbnPrimary = ev.Plane()
+	for i := range q.rev {
+		q.rev[i] = revEntry{}
+	}
+	q.rev[int(ev.Plane())*revPerPlane] = revEntry{ev: ev, valid: true}
+	c := q.cfg.DCQCN
+	if c.LineRate == 0 {
+		c.LineRate = defaultRoCELineRate
+		if r := q.e.cfg.PortRates[ev.Plane()]; r > 0 {
+			c.LineRate = r * 1e9
+		} else if q.e.cfg.PortRate > 0 {
+			c.LineRate = q.e.cfg.PortRate * 1e9
+		}
+	}
+	rp, err := dcqcn.NewRP(c, int64(q.e.now))
+	if err != nil {
+		return configErr("%v", err)
+	}
+	q.roce = &roceState{rp: rp, np: dcqcn.NP{Interval: rp.Config().MinCNPInterval}, ev: ev}
+	return nil
+}
+
+// ccAllows reports whether congestion control lets a packet of n bytes go
+// now: DCQCN's pacer for RoCE, the window otherwise.
+func (q *qp) ccAllows(now Time, n int) bool {
+	if q.roce != nil {
+		return q.roce.rp.Ready(int64(now))
+	}
+	return q.peer.cc.canSend(n)
+}
+
+// ccOpen is ccAllows for the deadline computation: the pacer's time is
+// folded in by rocePace instead.
+func (q *qp) ccOpen() bool {
+	return q.roce != nil || q.peer.cc.canSend(q.e.cfg.MTU)
+}
+
+// rocePace delays a send time t to the DCQCN pacer's.
+func (q *qp) rocePace(t Time) Time {
+	if q.roce == nil || t == Never {
+		return t
+	}
+	return max(t, Time(q.roce.rp.NextSend()))
+}
+
+// roceSent tells DCQCN a frame of n bytes left at now.
+func (q *qp) roceSent(now Time, n int) {
+	if q.roce != nil {
+		q.roce.rp.OnSend(int64(now), n)
+	}
+}
+
+// roceData is the notification point and the trim rule, run on every data
+// packet of a RoCE QP before anything else. It reports whether the packet
+// is consumed (dropped). A CE mark becomes a CNP (rate-limited by the NP)
+// and is then cleared, so that the go-back-N receiver below acknowledges
+// the packet as any other rather than with an immediate congestion SACK.
+func (q *qp) roceData(p *wire.Packet) (drop bool) {
+	r := q.roce
+	if p.Trimmed {
+		r.c.TrimDropped++
+		return true
+	}
+	if p.ECN == wire.ECNCE {
+		r.c.CEMarked++
+		if r.np.OnCE(int64(q.e.now)) {
+			q.e.queueCtrl(ctrlItem{kind: ctrlCNP, q: q})
+		}
+		p.ECN = wire.ECNECT0
+	}
+	return false
+}
+
+// sendCNP emits a RoCEv2 CNP to the peer QP on this QP's path.
+func (q *qp) sendCNP(emit func(wire.Plane, []byte)) {
+	_, pl, ok := q.startCtrl(wire.OpCNP, 0)
+	if !ok {
+		return
+	}
+	q.roce.c.TxCNP++
+	q.e.emitFrame(pl, emit)
+}
+
+// handleCNP is the reaction point: DCQCN cuts the rate.
+func (q *qp) handleCNP() {
+	if q.roce == nil {
+		q.e.stats.RxDecodeErr++ // a CNP for an MRC QP: not ours to act on
+		return
+	}
+	q.roce.c.RxCNP++
+	q.roce.rp.OnCNP(int64(q.e.now))
+}
+
+// roceSnapshot fills the RoCE part of a snapshot.
+func (q *qp) roceSnapshot(s *QPSnapshot) {
+	if q.roce == nil {
+		return
+	}
+	r := q.roce
+	now := int64(q.e.now)
+	s.RoCE = &RoCESnapshot{EV: r.ev, Rate: r.rp.Rate(now), Target: r.rp.Target(now), Alpha: r.rp.Alpha(now),
+		DCQCN: r.rp.Counters(), RoCECounters: r.c}
+}

@@ -1,0 +1,294 @@
+package mrc
+
+import (
+	"container/heap"
+	"testing"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+func TestRoCEFlowLabelAndPort(t *testing.T) {
+	// Values of Linux's rdma_calc_flow_label / rdma_flow_label_to_udp_sport
+	// worked by hand: 0x11·0x12 = 0x132 (no fold); 0xABCDE·0x12345 folds to
+	// 0x582AF, whose high 6 bits 0x16 fold into the low 14: 0x2AF^0x16.
+	for _, tc := range []struct {
+		a, b wire.QPN
+		fl   uint32
+		port uint16
+	}{
+		{0x11, 0x12, 0x132, 0xC132},
+		{0xABCDE, 0x12345, 0x582AF, 0xC2B9},
+	} {
+		fl := RoCEFlowLabel(tc.a, tc.b)
+		if fl != tc.fl || RoCEFlowLabel(tc.b, tc.a) != fl {
+			t.Errorf("flow label of %#x,%#x = %#x (reversed %#x), want %#x both ways", tc.a, tc.b, fl, RoCEFlowLabel(tc.b, tc.a), tc.fl)
+		}
+		if p := RoCESrcPort(fl); p != tc.port {
+			t.Errorf("source port of flow label %#x = %#x, want %#x", fl, p, tc.port)
+		}
+		ev := RoCEEV(tc.a, tc.b, []wire.Plane{0, 1, 2, 3}, 4)
+		if ev.SrcPort() != tc.port || int(ev.Plane()) != int(tc.fl)%4 || int(ev.T1()) != int(tc.fl>>4)%4 {
+			t.Errorf("EV %v: port %#x plane %d T1 %d", ev, ev.SrcPort(), ev.Plane(), ev.T1())
+		}
+	}
+}
+
+// dataLog records every data packet's PSN, EV and retransmission bit per
+// side, and the EVs of the control packets.
+type dataLog struct {
+	psns    [2][]wire.PSN
+	rtx     [2][]bool
+	evs     [2]map[wire.EV]int
+	ctrlEVs [2]map[wire.EV]int
+	cnps    [2]int
+}
+
+func (l *dataLog) filter(drop func(from int, port wire.Plane, f []byte, p *wire.Packet) bool) func(int, wire.Plane, []byte) bool {
+	for i := range 2 {
+		l.evs[i], l.ctrlEVs[i] = map[wire.EV]int{}, map[wire.EV]int{}
+	}
+	return func(from int, port wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if (wire.Decoder{}).Decode(f, &p) != nil {
+			return false
+		}
+		if !p.Opcode.IsData() {
+			l.ctrlEVs[from][p.EV]++
+			if p.Opcode == wire.OpCNP {
+				l.cnps[from]++
+			}
+			return false
+		}
+		l.psns[from] = append(l.psns[from], p.PSN)
+		l.rtx[from] = append(l.rtx[from], p.Rtx)
+		l.evs[from][p.EV]++
+		return drop != nil && drop(from, port, f, &p)
+	}
+}
+
+// TestRoCEGoBackN: after a lost (or trimmed) data packet the sender resends
+// that packet and every packet sent after it, in order, and the data
+// arrive intact. The last packet of a transfer has no successor to reveal
+// the gap: the retransmit timer recovers it.
+func TestRoCEGoBackN(t *testing.T) {
+	const size, chunk = 256 << 10, 64 << 10 // 128 packets of 2 KiB
+	for _, tc := range []struct {
+		name   string
+		k      int  // drop the k-th first transmission (0-based)
+		trim   bool // trim it instead of dropping
+		wantTO bool // recovered by the retransmit timer
+	}{
+		{name: "first", k: 0},
+		{name: "middle", k: 40},
+		{name: "trimmed middle", k: 40, trim: true},
+		{name: "last", k: 127, wantTO: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 5, qc: QPConfig{Transport: RoCE}})
+			var log dataLog
+			var lost wire.PSN
+			n := 0
+			h.Filter = log.filter(func(from int, port wire.Plane, f []byte, p *wire.Packet) bool {
+				if from != 0 || p.Rtx {
+					return false
+				}
+				n++
+				if n-1 != tc.k {
+					return false
+				}
+				lost = p.PSN
+				if tc.trim {
+					// A switch trims it: the header-only frame reaches
+					// the responder in place of the whole one.
+					b := append([]byte(nil), f...)
+					m, ok := wire.Trim(b, false)
+					if !ok {
+						t.Fatal("wire.Trim refused a data frame")
+					}
+					h.seq++
+					heap.Push(&h.fl, flight{at: h.now + h.Delay, seq: h.seq, to: 1, port: port, b: b[:m]})
+				}
+				return true
+			})
+			h.transfer(size, chunk, Second)
+			psns, rtx := log.psns[0], log.rtx[0]
+			first := -1
+			for i := range psns {
+				if rtx[i] {
+					first = i
+					break
+				}
+			}
+			if first < 0 {
+				t.Fatal("nothing was retransmitted")
+			}
+			if psns[first] != lost {
+				t.Fatalf("first retransmission is PSN %v, want the lost %v", psns[first], lost)
+			}
+			// Everything sent after the loss and before the first
+			// retransmission goes again, in order.
+			var highest wire.PSN = lost
+			for _, p := range psns[:first] {
+				if p.After(highest) {
+					highest = p
+				}
+			}
+			want := int(highest.Diff(lost)) + 1
+			for j := 0; j < want; j++ {
+				i := first + j
+				if i >= len(psns) || psns[i] != lost.Add(j) || !rtx[i] {
+					t.Fatalf("retransmission %d is PSN %v (rtx %v), want %v: go-back-N resends %d packets from %v", j, psns[i], rtx[i], lost.Add(j), want, lost)
+				}
+			}
+			s0, s1 := h.snap(0), h.snap(1)
+			if int(s0.Counters.TxRtx) < want {
+				t.Fatalf("%d retransmissions, want at least %d", s0.Counters.TxRtx, want)
+			}
+			if tc.wantTO != (s0.Counters.Timeouts > 0) {
+				t.Fatalf("timeouts %d, want timer recovery %v", s0.Counters.Timeouts, tc.wantTO)
+			}
+			if !tc.wantTO && s0.Counters.RxNACK == 0 {
+				t.Fatal("no NAK sequence error received: the gap must be reported")
+			}
+			if tc.trim && (s1.RoCE.TrimDropped != 1 || s1.Counters.NACKsSent[wire.NackTrimmed] != 0) {
+				t.Fatalf("trimmed packet: dropped %d, TRIMMED NACKs %d; want a plain loss (1 dropped, no NACK)", s1.RoCE.TrimDropped, s1.Counters.NACKsSent[wire.NackTrimmed])
+			}
+			t.Logf("lost PSN %v: %d packets resent (%d in all), NAKs %d, timeouts %d", lost, want, s0.Counters.TxRtx, s0.Counters.RxNACK, s0.Counters.Timeouts)
+		})
+	}
+}
+
+// TestRoCEOnePath: every data packet of a RoCE QP, first transmissions and
+// retransmissions, has one EV (one UDP source port and flow label), the
+// one derived from the QPN pair; the responder's control packets ride its
+// own QP's path, which is the same. Several QP pairs, both routing modes.
+func TestRoCEOnePath(t *testing.T) {
+	for _, mode := range []RoutingMode{SRv6, ECMP} {
+		t.Run(mode.String(), func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 11, mode: mode, noQPs: true})
+			h.Loss = 0.01
+			ports := map[uint16]bool{}
+			for pair := range 4 {
+				var log dataLog
+				h.Filter = log.filter(nil)
+				h.qp[0], h.qp[1] = h.connect(QPConfig{Transport: RoCE}, QPConfig{Transport: RoCE})
+				h.transfer(1<<20, 256<<10, 5*Second)
+				if len(log.evs[0]) != 1 {
+					t.Fatalf("pair %d: data on %d EVs %v, want exactly one", pair, len(log.evs[0]), log.evs[0])
+				}
+				nT1 := 4
+				if mode == ECMP {
+					nT1 = 256
+				}
+				want := RoCEEV(h.qp[0], h.qp[1], []wire.Plane{0, 1, 2, 3}, nT1)
+				for ev := range log.evs[0] {
+					if ev != want {
+						t.Fatalf("pair %d: data EV %v, want %v (QPNs %#x, %#x)", pair, ev, want, h.qp[0], h.qp[1])
+					}
+					if ev.SrcPort() != RoCESrcPort(RoCEFlowLabel(h.qp[0], h.qp[1])) {
+						t.Fatalf("pair %d: UDP source port %#x is not the QPN-pair hash", pair, ev.SrcPort())
+					}
+					ports[ev.SrcPort()] = true
+				}
+				if len(log.ctrlEVs[1]) != 1 || log.ctrlEVs[1][want] == 0 {
+					t.Fatalf("pair %d: responder control packets on %v, want all on %v", pair, log.ctrlEVs[1], want)
+				}
+				if s := h.snap(0); s.Counters.TxRtx == 0 || s.RoCE == nil || s.RoCE.EV != want {
+					t.Fatalf("pair %d: rtx %d, snapshot %+v: want retransmissions on the one EV", pair, s.Counters.TxRtx, s.RoCE)
+				}
+			}
+			if len(ports) < 2 {
+				t.Fatalf("4 QP pairs used source ports %v: the hash should spread them", ports)
+			}
+		})
+	}
+}
+
+// TestRoCEDCQCN: CE marks make the responder send CNPs, at most one per
+// 4 µs; the sender's DCQCN rate falls, its sending slows, and once the
+// marks stop the rate climbs back to the line rate.
+func TestRoCEDCQCN(t *testing.T) {
+	h := newHarness(t, hopts{seed: 21, qc: QPConfig{Transport: RoCE}})
+	var log dataLog
+	h.Filter = log.filter(nil)
+	marking := true
+	h.MarkCE = func(from int, _ *wire.Packet) bool { return from == 0 && marking }
+	const size = 4 << 20
+	src := h.region(0, 0x11, 0x10000, size, AccessLocalRead)
+	dst := make([]byte, size)
+	h.mem[1].Register(0x22, 0x900000, dst, AccessRemoteWrite)
+	if err := h.eng[0].PostWrite(h.qp[0], WR{ID: 1, LKey: 0x11, Addr: 0x10000, Len: size, RemoteVA: 0x900000, RKey: 0x22}); err != nil {
+		t.Fatal(err)
+	}
+	line := h.snap(0).RoCE.Rate
+	if line != 100e9 {
+		t.Fatalf("start rate %v, want the port's 100 Gb/s", line)
+	}
+	const markFor = 200 * Microsecond
+	h.run(markFor, nil)
+	s0, s1 := h.snap(0), h.snap(1)
+	sent := len(log.psns[0])
+	cut := s0.RoCE.Rate
+	t.Logf("after %d µs of marks: %d CNPs sent, %d received, rate %.2f Gb/s, α %.3f, %d packets sent",
+		markFor/Microsecond, s1.RoCE.TxCNP, s0.RoCE.RxCNP, cut/1e9, s0.RoCE.Alpha, sent)
+	if s1.RoCE.CEMarked == 0 || s1.RoCE.TxCNP == 0 || s0.RoCE.RxCNP != s1.RoCE.TxCNP || log.cnps[1] != int(s1.RoCE.TxCNP) {
+		t.Fatalf("CE %d, CNPs sent %d (on the wire %d), received %d", s1.RoCE.CEMarked, s1.RoCE.TxCNP, log.cnps[1], s0.RoCE.RxCNP)
+	}
+	if max := uint64(markFor/(4*Microsecond)) + 1; s1.RoCE.TxCNP > max {
+		t.Fatalf("%d CNPs in %d µs: more than one per 4 µs (%d)", s1.RoCE.TxCNP, markFor/Microsecond, max)
+	}
+	if s1.RoCE.TxCNP >= s1.RoCE.CEMarked {
+		t.Fatalf("%d CNPs for %d marked packets: the NP must merge marks", s1.RoCE.TxCNP, s1.RoCE.CEMarked)
+	}
+	if cut > 0.2*line {
+		t.Fatalf("rate after %d µs of marks %.2f Gb/s, want below 20%% of the line rate", markFor/Microsecond, cut/1e9)
+	}
+	// Sending follows the rate: the bytes sent in the next 100 µs are
+	// about what the DCQCN rate allows, far below the line rate.
+	before := len(log.psns[0])
+	h.run(markFor+100*Microsecond, nil)
+	got := float64(len(log.psns[0])-before) * 2048 * 8 / 100e-6
+	if got > 2*h.snap(0).RoCE.Target || got > 0.3*line {
+		t.Fatalf("sent at %.2f Gb/s in 100 µs with DCQCN target %.2f Gb/s", got/1e9, h.snap(0).RoCE.Target/1e9)
+	}
+	marking = false
+	done := false
+	h.run(markFor+Second, func() bool {
+		for _, c := range h.drainCQ(0) {
+			if c.Status != StatusOK {
+				t.Fatalf("completion %+v", c)
+			}
+			done = true
+		}
+		return done
+	})
+	if !done || string(src) != string(dst) {
+		t.Fatalf("transfer done %v, data equal %v", done, string(src) == string(dst))
+	}
+	h.run(h.now+200*Millisecond, nil) // the timer alone restores the rate
+	if r := h.snap(0).RoCE.Rate; r < 0.99*line {
+		t.Fatalf("rate %.3f Gb/s 200 ms after the marks stopped, want the line rate back", r/1e9)
+	}
+}
+
+// TestRoCERetryExceeded: a path that drops everything makes a RoCE QP fail
+// after RetryLimit retransmissions of the oldest packet, as IBTA RC's
+// retry_cnt does, although its one path still "looks" usable.
+func TestRoCERetryExceeded(t *testing.T) {
+	h := newHarness(t, hopts{seed: 31, qc: QPConfig{Transport: RoCE, RetryLimit: 3, AckTimeout: 100 * Microsecond, FixedRTO: true, TimeoutMode: TimeoutLinear}})
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool { return from == 0 }
+	h.region(0, 0x11, 0x10000, 4096, AccessLocalRead)
+	h.mem[1].Register(0x22, 0x900000, make([]byte, 4096), AccessRemoteWrite)
+	if err := h.eng[0].PostWrite(h.qp[0], WR{ID: 7, LKey: 0x11, Addr: 0x10000, Len: 4096, RemoteVA: 0x900000, RKey: 0x22}); err != nil {
+		t.Fatal(err)
+	}
+	var cs []Completion
+	h.run(Second, func() bool { cs = append(cs, h.drainCQ(0)...); return len(cs) > 0 })
+	s := h.snap(0)
+	if s.State != QPError || s.Status != StatusRetryExceeded {
+		t.Fatalf("QP %v/%v after %d µs, timeouts %d: want ERROR/RETRY_EXCEEDED", s.State, s.Status, h.now/Microsecond, s.Counters.Timeouts)
+	}
+	if s.Counters.Timeouts != 4 || h.now > 600*Microsecond {
+		t.Fatalf("%d timeouts by %d µs: want the first try and 3 retries, 100 µs apart", s.Counters.Timeouts, h.now/Microsecond)
+	}
+}

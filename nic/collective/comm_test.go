@@ -1,0 +1,254 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+	"github.com/softmrc/softmrc/nic/rendezvous"
+	"github.com/softmrc/softmrc/nic/verbs"
+)
+
+// ranks runs fn on n ranks, rank r on the device socket socks[r], joined
+// by a rendezvous on loopback, and fails the test with every rank's error.
+func ranks(t *testing.T, socks []string, cfg Config, fn func(ctx context.Context, c *Comm) error) {
+	t.Helper()
+	for r, err := range ranksErr(socks, func(int) Config { return cfg }, fn) {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// ranksErr is ranks with a configuration per rank, returning each rank's
+// error.
+func ranksErr(socks []string, cfgOf func(rank int) Config, fn func(ctx context.Context, c *Comm) error) []error {
+	n := len(socks)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr := make(chan string, 1)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	run := func(r int, a string) {
+		defer wg.Done()
+		rc := rendezvous.Config{Rank: r, Size: n, Addr: a, Timeout: 20 * time.Second}
+		if r == 0 {
+			rc.Addr, rc.OnListen = "127.0.0.1:0", func(s string) { addr <- strings.Replace(s, "[::]", "127.0.0.1", 1) }
+		}
+		g, err := rendezvous.Join(ctx, rc)
+		if err != nil {
+			errs[r] = err
+			return
+		}
+		defer g.Close()
+		dev, err := verbs.Open(socks[r])
+		if err != nil {
+			errs[r] = err
+			return
+		}
+		defer dev.Close()
+		c, err := New(ctx, dev, g, cfgOf(r))
+		if err != nil {
+			errs[r] = err
+			return
+		}
+		if err := fn(ctx, c); err != nil {
+			errs[r] = err
+		}
+		if err := c.Close(ctx); err != nil && errs[r] == nil {
+			errs[r] = err
+		}
+	}
+	wg.Add(1)
+	go run(0, "")
+	a := "unused"
+	if n > 1 {
+		a = <-addr
+	}
+	for r := 1; r < n; r++ {
+		wg.Add(1)
+		go run(r, a)
+	}
+	wg.Wait()
+	return errs
+}
+
+// fill sets rank r's buffer for iteration it.
+func fill(b []float32, r, it int) {
+	for i := range b {
+		b[i] = float32((i*7 + r*13 + it*3) % 101)
+	}
+}
+
+// checkAllReduce counts the elements of got that are not the exact sum.
+func wrongSums(got []float32, n, it int) (wrong, first int) {
+	first = -1
+	for i, v := range got {
+		var want float32
+		for k := 0; k < n; k++ {
+			want += float32((i*7 + k*13 + it*3) % 101)
+		}
+		if v != want {
+			if first < 0 {
+				first = i
+			}
+			wrong++
+		}
+	}
+	return wrong, first
+}
+
+// a2aValue is what rank src sends rank dst at element i of the block.
+func a2aValue(src, dst, i, it int) float32 { return float32(src*1000 + dst*100 + (i+it)%97) }
+
+func fillA2A(b []float32, r, n, it int) {
+	blk := len(b) / n
+	for d := 0; d < n; d++ {
+		for i := 0; i < blk; i++ {
+			b[d*blk+i] = a2aValue(r, d, i, it)
+		}
+	}
+}
+
+func wrongBlocks(got []float32, r, n, it int) int {
+	blk := len(got) / n
+	wrong := 0
+	for s := 0; s < n; s++ {
+		for i := 0; i < blk; i++ {
+			if got[s*blk+i] != a2aValue(s, r, i, it) {
+				wrong++
+			}
+		}
+	}
+	return wrong
+}
+
+// exercise runs out-of-place and in-place all-reduce and all-to-all for
+// every count, back to back (so fast ranks start the next operation early).
+func exercise(counts []int) func(ctx context.Context, c *Comm) error {
+	return func(ctx context.Context, c *Comm) error {
+		r, n := c.Rank(), c.Size()
+		for it, count := range counts {
+			send, recv := make([]float32, count), make([]float32, count)
+			fill(send, r, it)
+			if err := c.AllReduce(ctx, send, recv); err != nil {
+				return fmt.Errorf("all-reduce %d: %w", count, err)
+			}
+			if w, first := wrongSums(recv, n, it); w > 0 {
+				return fmt.Errorf("all-reduce of %d elements: %d wrong from element %d", count, w, first)
+			}
+			fill(send, r, it)
+			if err := c.AllReduce(ctx, send, send); err != nil {
+				return fmt.Errorf("in-place all-reduce %d: %w", count, err)
+			}
+			if w, first := wrongSums(send, n, it); w > 0 {
+				return fmt.Errorf("in-place all-reduce of %d elements: %d wrong from element %d", count, w, first)
+			}
+			a := count / n * n
+			send, recv = send[:a], recv[:a]
+			fillA2A(send, r, n, it)
+			if err := c.AllToAll(ctx, send, recv); err != nil {
+				return fmt.Errorf("all-to-all %d: %w", a, err)
+			}
+			if w := wrongBlocks(recv, r, n, it); w > 0 {
+				return fmt.Errorf("all-to-all of %d elements: %d wrong", a, w)
+			}
+			fillA2A(send, r, n, it)
+			if err := c.AllToAll(ctx, send, send); err != nil {
+				return fmt.Errorf("in-place all-to-all %d: %w", a, err)
+			}
+			if w := wrongBlocks(send, r, n, it); w > 0 {
+				return fmt.Errorf("in-place all-to-all of %d elements: %d wrong", a, w)
+			}
+		}
+		return nil
+	}
+}
+
+// 2..5 ranks on the loop NIC: exact sums and blocks for counts from 1
+// element to several slots per chunk, with 1 and 3 QPs per peer and small
+// slots (so even small buffers are cut into many pieces).
+func TestLoopRanks(t *testing.T) {
+	counts := []int{1, 3, 4, 17, 1000, 1 << 14}
+	for _, c := range []struct {
+		n   int
+		cfg Config
+	}{
+		{1, Config{}},
+		{2, Config{SlotSize: 256, Slots: 2}},
+		{3, Config{SlotSize: 64, Slots: 4, QPsPerPeer: 3}},
+		{4, Config{SlotSize: 1024, Slots: 1}},
+		{5, Config{SlotSize: 128, Slots: 3, QPsPerPeer: 2}},
+	} {
+		t.Run(fmt.Sprintf("n=%d qps=%d slot=%d", c.n, c.cfg.QPsPerPeer, c.cfg.SlotSize), func(t *testing.T) {
+			sock := startLoop(t)
+			socks := make([]string, c.n)
+			for i := range socks {
+				socks[i] = sock
+			}
+			ranks(t, socks, c.cfg, exercise(counts))
+		})
+	}
+}
+
+// Two ranks on two in-process mrc-nicd daemons (the real engine, two
+// planes): 4 B to 4 MiB, out of place and in place, 1 and 4 QPs, over MRC
+// and over the RoCE baseline.
+func TestEngineTwoRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	for _, tr := range []verbs.Transport{verbs.TransportMRC, verbs.TransportRoCE} {
+		for _, qps := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%v qps=%d", tr, qps), func(t *testing.T) {
+				nics := daemontest.Start(t, 2)
+				ranks(t, nics.Sock[:], Config{QPsPerPeer: qps, QP: verbs.QPConfig{Transport: tr}}, exercise([]int{1, 2, 1000, 1 << 16, 1 << 20}))
+			})
+		}
+	}
+}
+
+func TestConfigChecked(t *testing.T) {
+	for _, c := range []Config{{SlotSize: 6}, {Slots: verbs.MaxCreditSlots + 1}, {QPsPerPeer: -1}} {
+		if err := c.defaults(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// Ranks started with different transports (or shapes) refuse to connect,
+// saying why: the NIC cannot tell.
+func TestMismatchedRanksRefuse(t *testing.T) {
+	sock := startLoop(t)
+	errs := ranksErr([]string{sock, sock}, func(r int) Config {
+		if r == 1 {
+			return Config{QP: verbs.QPConfig{Transport: verbs.TransportRoCE}}
+		}
+		return Config{}
+	}, func(ctx context.Context, c *Comm) error { return nil })
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "start every rank with the same options") {
+			t.Errorf("rank %d: %v, want a refusal naming the mismatch", r, err)
+		}
+	}
+}
+
+// A rank that never joins the operation makes the others fail after Stall,
+// saying how far they got, instead of hanging.
+func TestStallEndsOperation(t *testing.T) {
+	sock := startLoop(t)
+	errs := ranksErr([]string{sock, sock}, func(int) Config { return Config{Stall: 300 * time.Millisecond} },
+		func(ctx context.Context, c *Comm) error {
+			if c.Rank() == 1 {
+				return nil // goes straight to Close
+			}
+			return c.AllReduce(ctx, make([]float32, 1000), make([]float32, 1000))
+		})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "stalled for 300ms with 0 of 2 messages received") {
+		t.Errorf("rank 0: %v, want a stall error", errs[0])
+	}
+}
