@@ -79,6 +79,11 @@ type Config struct {
 	// relative to the config's folder. An entry that does not resolve
 	// stops the daemon.
 	Denylist string `yaml:"denylist,omitempty"`
+	// PathProbes, when non-zero, is the interval of the path-probe agent
+	// (srv6 only): every interval one OAM loop probe to each of the NIC's
+	// T0s and through each T0 to each T1 and back (docs/operations.md).
+	// At least 1ms.
+	PathProbes time.Duration `yaml:"path_probes,omitempty"`
 	// EVs is the number of EVs (paths) each QP sprays over.
 	EVs int `yaml:"evs"`
 	// MTU is the RoCE MTU: payload bytes per data packet (1024, 2048, 4096).

@@ -27,6 +27,7 @@ import (
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/denylist"
 	"github.com/softmrc/softmrc/nic/oam"
+	"github.com/softmrc/softmrc/nic/pathprobe"
 	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -55,15 +56,17 @@ type Options struct {
 
 // Daemon is one soft NIC.
 type Daemon struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	ports   []xsk.Port
-	planes  []int // planes[i] is the plane of ports[i]
-	byPlane [wire.MaxPlanes]int
-	eng     Engine
-	tmpl    *pathtmpl.Template // srv6: for mrcctl's path column
-	deny    *denylist.List     // the daemon's denylist (deny.go); loop-only after New
-	oam     oamState           // uSID OAM probes in flight (oam.go); loop-only
+	cfg      *config.Config
+	log      *slog.Logger
+	ports    []xsk.Port
+	planes   []int // planes[i] is the plane of ports[i]
+	byPlane  [wire.MaxPlanes]int
+	eng      Engine
+	tmpl     *pathtmpl.Template // srv6: for mrcctl's path column
+	deny     *denylist.List     // the daemon's denylist (deny.go); loop-only after New
+	oam      oamState           // uSID OAM probes in flight (oam.go); loop-only
+	prober   *pathprobe.Prober  // path probes (pathprobe.go); nil when off; loop-only
+	probeBuf []pathprobe.Probe
 	// regions is the applications' registered memory and the engine's
 	// mrc.Memory: each application (session) is one protection domain.
 	regions *regions.Table
@@ -201,6 +204,9 @@ func New(opts Options) (_ *Daemon, err error) {
 		return nil, fmt.Errorf("daemon: engine: %w", err)
 	}
 	if err := d.loadDenylist(); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if err := d.initPathProbes(); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	if opts.Capture != "" {
@@ -429,6 +435,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			work += n
 		}
 		work += d.feedBacklogs(now)
+		work += d.sendPathProbes(now)
 		work += d.transmit(now)
 		work += d.completions()
 		if work > 0 {
@@ -516,7 +523,7 @@ func (d *Daemon) txCommitFn(port wire.Plane, n int) {
 // next deadline (or a paced port's next token).
 func (d *Daemon) idle(ctx context.Context) {
 	now := d.now()
-	dl := d.eng.NextDeadline()
+	dl := min(d.eng.NextDeadline(), d.probeDeadline())
 	for i := range d.txq {
 		if t := d.txq[i].next(now); t < dl {
 			dl = t

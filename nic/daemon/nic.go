@@ -581,6 +581,11 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 		return d.ctlDeny(caller, req)
 	case vproto.CtlDenylist:
 		return d.denyRows(), nil
+	case vproto.CtlPaths:
+		if d.prober == nil {
+			return nil, errors.New("path probes are off: set path_probes (e.g. 5ms) in the NIC config")
+		}
+		return d.prober.Stats(time.Duration(d.now())), nil
 	case vproto.CtlOAMTrace:
 		hops, _, err := d.oamTrace(req)
 		return hops, err
@@ -595,7 +600,7 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 		"post_errors": d.c.postErrors.Load(), "not_owner": d.c.badOwner.Load(), "cqes": d.c.cqes.Load(),
 		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
 		"oam_sent": d.oam.sent, "oam_answered": d.oam.answered, "oam_echoed": d.oam.echoed,
-		"oam_unknown": d.oam.unknown, "oam_bad": d.oam.bad,
+		"oam_unknown": d.oam.unknown, "oam_bad": d.oam.bad, "path_probes_sent": d.oam.pathSent, "path_probes_received": d.oam.pathRecv,
 	}
 }
 

@@ -24,6 +24,7 @@ type oamState struct {
 	pending map[uint32]chan oamAnswer
 	// Counters.
 	sent, answered, echoed, unknown, bad uint64
+	pathSent, pathRecv                   uint64
 }
 
 type oamAnswer struct {
@@ -158,7 +159,7 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	if d.oam.pending == nil {
 		d.oam.pending = map[uint32]chan oamAnswer{}
 	}
-	d.oam.nextID++
+	d.oam.nextID = (d.oam.nextID + 1) &^ pathProbeID
 	id := d.oam.nextID
 	port := d.cfg.Ports[i]
 	target := wire.Addr128FromNetip(port.Address)
@@ -191,6 +192,13 @@ func (d *Daemon) handleOAM(i int, frame []byte) {
 	p, src, err := oam.Parse(frame)
 	if err != nil {
 		d.oam.bad++
+		return
+	}
+	if p.Kind == oam.Loop && p.ID&pathProbeID != 0 {
+		if d.prober != nil {
+			d.prober.Received(int(p.ID&^pathProbeID), p.Seq, time.Duration(d.rxNow))
+			d.oam.pathRecv++
+		}
 		return
 	}
 	switch p.Kind {
