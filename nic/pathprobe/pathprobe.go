@@ -198,9 +198,9 @@ func Localise(all []Stats) []Link {
 		plane int
 		t0    string
 	}
-	t0Loop := map[key]map[string]Stats{}     // host → its T0 loop
-	t1Loop := map[key]map[int][]Stats{}      // T1 index → the hosts' loops through it
-	t1Name := map[int]map[int]string{}       // plane → T1 index → switch name
+	t0Loop := map[key]map[string]Stats{} // host → its T0 loop
+	t1Loop := map[key]map[int][]Stats{}  // T1 index → the hosts' loops through it
+	t1Name := map[int]map[int]string{}   // plane → T1 index → switch name
 	for _, s := range all {
 		if s.WinSent < MinJudged {
 			continue
@@ -262,7 +262,6 @@ func Localise(all []Stats) []Link {
 		}
 		for j, ss := range byT1 {
 			nOK, nBad, worst := 0, 0, 0.0
-			ev := ""
 			for _, s := range ss {
 				if l, ok := t0Loop[k][s.Host]; ok && state(l.Loss) != Good {
 					continue // its own NIC–T0 link explains it
@@ -271,7 +270,6 @@ func Localise(all []Stats) []Link {
 				if state(s.Loss) != Good {
 					nBad++
 					worst = max(worst, s.Loss)
-					ev += fmt.Sprintf("%s via %s: %d/%d lost; ", s.Host, s.Name(), s.WinLost, s.WinSent)
 				}
 			}
 			if nOK == 0 {
@@ -283,11 +281,7 @@ func Localise(all []Stats) []Link {
 			// alone is its own problem, already reported).
 			if nBad*2 > nOK {
 				linkLoss[lk] = [2]float64{worst, 1}
-				_ = ev
-			} else {
-				linkLoss[lk] = [2]float64{0, 0}
 			}
-			_ = ev
 		}
 	}
 	// A T1 whose links from every T0 of the plane are bad is the switch.
