@@ -56,17 +56,18 @@ type Options struct {
 
 // Daemon is one soft NIC.
 type Daemon struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	ports    []xsk.Port
-	planes   []int // planes[i] is the plane of ports[i]
-	byPlane  [wire.MaxPlanes]int
-	eng      Engine
-	tmpl     *pathtmpl.Template // srv6: for mrcctl's path column
-	deny     *denylist.List     // the daemon's denylist (deny.go); loop-only after New
-	oam      oamState           // uSID OAM probes in flight (oam.go); loop-only
-	prober   *pathprobe.Prober  // path probes (pathprobe.go); nil when off; loop-only
-	probeBuf []pathprobe.Probe
+	cfg       *config.Config
+	log       *slog.Logger
+	ports     []xsk.Port
+	planes    []int // planes[i] is the plane of ports[i]
+	byPlane   [wire.MaxPlanes]int
+	eng       Engine
+	tmpl      *pathtmpl.Template // srv6: for mrcctl's path column
+	deny      *denylist.List     // the daemon's denylist (deny.go); loop-only after New
+	oam       oamState           // uSID OAM probes in flight (oam.go); loop-only
+	prober    *pathprobe.Prober  // path probes (pathprobe.go); nil when off; loop-only
+	probeBuf  []pathprobe.Probe
+	probesOff bool // paused by `paths stop` (overhead measurements)
 	// regions is the applications' registered memory and the engine's
 	// mrc.Memory: each application (session) is one protection domain.
 	regions *regions.Table

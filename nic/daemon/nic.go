@@ -585,7 +585,17 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 		if d.prober == nil {
 			return nil, errors.New("path probes are off: set path_probes (e.g. 5ms) in the NIC config")
 		}
-		return d.prober.Stats(time.Duration(d.now())), nil
+		switch req.Scope {
+		case "":
+			return d.prober.Stats(time.Duration(d.now())), nil
+		case "stop", "start":
+			if !caller.Admin {
+				return nil, fmt.Errorf("paths %s: %w", req.Scope, ErrNotAdmin)
+			}
+			d.probesOff = req.Scope == "stop"
+			return vproto.CtlResult{Result: "ok"}, nil
+		}
+		return nil, fmt.Errorf("paths: scope %q: want none, stop or start", req.Scope)
 	case vproto.CtlOAMTrace:
 		hops, _, err := d.oamTrace(req)
 		return hops, err

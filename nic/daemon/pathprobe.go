@@ -54,7 +54,7 @@ func (d *Daemon) initPathProbes() error {
 }
 
 func (d *Daemon) probeDeadline() mrc.Time {
-	if d.prober == nil {
+	if d.prober == nil || d.probesOff {
 		return mrc.Never
 	}
 	return mrc.Time(d.prober.Next())
@@ -62,7 +62,7 @@ func (d *Daemon) probeDeadline() mrc.Time {
 
 // sendPathProbes queues the loops that are due.
 func (d *Daemon) sendPathProbes(now mrc.Time) int {
-	if d.prober == nil || time.Duration(now) < d.prober.Next() {
+	if d.prober == nil || d.probesOff || time.Duration(now) < d.prober.Next() {
 		return 0
 	}
 	d.probeBuf = d.prober.Due(time.Duration(now), d.probeBuf[:0])

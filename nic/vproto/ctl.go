@@ -24,7 +24,7 @@ const (
 	CtlDenylist CtlCmd = "denylist"  // []DenyRow: the daemon's denylist
 	CtlOAMTrace CtlCmd = "oam-trace" // []OAMHop: the hops of EV's path to Peer
 	CtlOAMProbe CtlCmd = "oam-probe" // OAMResult: one uSID OAM probe along EV's path to Peer, cut at Hop
-	CtlPaths    CtlCmd = "paths"     // []pathprobe.Stats: the path-probe agent's loops
+	CtlPaths    CtlCmd = "paths"     // []pathprobe.Stats: the path-probe agent's loops; Scope stop/start pauses it (administrators)
 )
 
 // CtlScope says what deny and allow act on.
