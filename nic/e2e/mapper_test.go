@@ -154,3 +154,80 @@ func ctlJSON(sock string, req vproto.CtlRequest, out any) error {
 	defer d.Close()
 	return d.Ctl(req, out)
 }
+
+// TestTestbedMapperDeny: mrc-mapper watch --deny sees a blackholed T0–T1
+// link it was not told about, denies it on the NICs, a verified transfer
+// started afterwards sends nothing over it (its switch ports send and
+// drop nothing while the probe agents are paused), and once the link is
+// repaired and good for --hold the entries are withdrawn.
+func TestTestbedMapperDeny(t *testing.T) {
+	requireNetns(t)
+	hosts := []string{"h0", "h3"}
+	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, hosts...)
+	var wout lockedBuffer
+	w := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "watch", "--dir", tb.dir, "--deny", "--hold", "500ms",
+		"--interval", "50ms", "--duration", "30s")
+	w.Stdout, w.Stderr = &wout, &wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		w.Process.Kill()
+		w.Wait()
+		t.Logf("mrc-mapper watch:\n%s", wout.String())
+	}()
+	const link = "p0-t0-0--p0-t1-1"
+	denyList := func(h string) []vproto.DenyRow {
+		var rows []vproto.DenyRow
+		if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	waitFor := func(what string, limit time.Duration, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > limit {
+				t.Fatalf("%s: not within %v", what, limit)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	time.Sleep(500 * time.Millisecond) // a clean window first
+	tb.fault(t, link, "blackhole")
+	took := waitFor("the mapper denies "+link+" on h0 and h3", 3*time.Second, func() bool {
+		for _, h := range hosts {
+			if r := denyList(h); len(r) != 1 || r[0].Entry != "link "+link {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%s denied on both NICs %v after the fault", link, took.Round(10*time.Millisecond))
+	pause := func(scope vproto.CtlScope) {
+		for _, h := range hosts {
+			if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlPaths, Scope: scope}, &vproto.CtlResult{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pause("stop")
+	time.Sleep(100 * time.Millisecond) // probes in flight drain
+	tx0, drop0 := tb.linkCounters(t, link)
+	out, err := tb.run(t, "mrc-write-bw", "h0", "h3", "-s", "65536", "-D", "1", "--verify")
+	if err != nil {
+		t.Fatalf("transfer after the deny: %v\n%s", err, out)
+	}
+	tx1, drop1 := tb.linkCounters(t, link)
+	if tx1 != tx0 || drop1 != drop0 {
+		t.Fatalf("denied link %s: its switch ports sent %d and dropped %d frames during the transfer, want 0 and 0", link, tx1-tx0, drop1-drop0)
+	}
+	pause("start")
+	tb.fault(t, link, "clear")
+	took = waitFor("the mapper withdraws the entries", 5*time.Second, func() bool {
+		return len(denyList("h0")) == 0 && len(denyList("h3")) == 0
+	})
+	t.Logf("entries withdrawn %v after the repair (hold 500ms)", took.Round(10*time.Millisecond))
+}
