@@ -16,9 +16,10 @@ import (
 )
 
 // TestTestbedMapper: on clos-2p with every NIC's path-probe agent on
-// (5 ms), each NIC–T0 and T0–T1 link in turn is blackholed without telling
-// the mapper; within 2 s mrc-mapper names that exact link, and no other,
-// as not good; after the fault is cleared the map is all good again.
+// (5 ms), each NIC–T0 and T0–T1 link in turn is blackholed, then given 5 %
+// loss, without telling the mapper; within 2 s mrc-mapper names that exact
+// link, and no other, as not good; after the fault is cleared the map is
+// all good again.
 func TestTestbedMapper(t *testing.T) {
 	requireNetns(t)
 	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, "h0", "h1", "h2", "h3")
@@ -72,25 +73,27 @@ func TestTestbedMapper(t *testing.T) {
 			}
 		}
 	}
-	for _, link := range links {
-		tb.fault(t, link, "blackhole")
-		start := time.Now()
-		var got []pathprobe.Link
-		for {
-			got = mapper()
-			if len(got) == 1 && got[0].Name == link {
-				break
+	for _, op := range []string{"blackhole", "loss=5%"} {
+		for _, link := range links {
+			tb.fault(t, link, op)
+			start := time.Now()
+			var got []pathprobe.Link
+			for {
+				got = mapper()
+				if len(got) == 1 && got[0].Name == link {
+					break
+				}
+				if time.Since(start) > 2*time.Second {
+					tb.fault(t, link, "clear")
+					t.Fatalf("%s %s: after 2 s the map shows %v", link, op, names(got))
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			if time.Since(start) > 2*time.Second {
-				tb.fault(t, link, "clear")
-				t.Fatalf("%s blackholed: after 2 s the map shows %v", link, names(got))
-			}
-			time.Sleep(50 * time.Millisecond)
+			took := time.Since(start)
+			t.Logf("%-9s %-20s named %s in %v (%s)", op, link, got[0].State, took.Round(10*time.Millisecond), got[0].Evidence)
+			tb.fault(t, link, "clear")
+			waitClean(link + " cleared")
 		}
-		took := time.Since(start)
-		t.Logf("%-20s named %s in %v (%s)", link, got[0].State, took.Round(10*time.Millisecond), got[0].Evidence)
-		tb.fault(t, link, "clear")
-		waitClean(link + " cleared")
 	}
 	if !slices.Contains(links, "p1-t0-1--p1-t1-1") || len(links) != 16 {
 		t.Fatalf("links %v: want the 16 of clos-2p", links)
