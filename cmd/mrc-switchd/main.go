@@ -8,6 +8,8 @@
 //	mrc-switchd stats [--json]          per-port counters by reason, faults
 //	mrc-switchd routes [--json]         the FIB as the data plane holds it
 //	mrc-switchd wait [--timeout D]      wait until the switch is ready
+//	mrc-switchd watch [--interval 10ms] [--count N] [--duration 10s]
+//	                                    per-port telemetry as JSON Lines
 //	mrc-switchd detach                  remove programs, links and pins; stop
 //
 // Control commands find the daemon with --ctl PATH, --name NAME
@@ -30,6 +32,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/telemetry"
+	"github.com/softmrc/softmrc/internal/telemetry/watch"
 	"github.com/softmrc/softmrc/switchd/config"
 	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/switchd/daemon"
@@ -43,6 +47,10 @@ const usage = `usage:
   mrc-switchd stats  [CTL] [--json]
   mrc-switchd routes [CTL] [--json]
   mrc-switchd wait   [CTL] [--timeout 10s]
+  mrc-switchd watch  [CTL] [--interval 10ms] [--count N] [--duration 10s]
+      one JSON Lines sample per port every interval (1ms..10s): tx/rx bytes,
+      drops, ECN marks, trims, queue depth (docs/telemetry.md); stops after N
+      samples or the duration (default 10s; both 0: until Ctrl-C)
   mrc-switchd detach [CTL]
 CTL selects the daemon: --ctl PATH | --name SWITCH | -c FILE (default: --name from -c)
 TARGET is a port name or "switch"; P is a probability (0.01) or a percentage (1%);
@@ -64,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdRun(args, stderr)
 	case "check":
 		err = cmdCheck(args, stdout, stderr)
-	case "fault", "stats", "routes", "wait", "detach":
+	case "fault", "stats", "routes", "wait", "detach", "watch":
 		err = cmdControl(cmd, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -173,6 +181,12 @@ func cmdControl(cmd string, args []string, stdout, stderr io.Writer) error {
 	file := fs.String("c", "", "config file whose control_socket to use")
 	asJSON := fs.Bool("json", false, "print JSON (stats, routes)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon")
+	wo := watch.Options{Stream: watch.Switch}
+	if cmd == "watch" {
+		fs.DurationVar(&wo.Interval, "interval", telemetry.DefaultInterval, "sampling interval (1ms to 10s)")
+		fs.IntVar(&wo.Count, "count", 0, "stop after this many samples (0: no limit)")
+		fs.DurationVar(&wo.Duration, "duration", 10*time.Second, "stop after this long (0: no limit; with --count 0, run until Ctrl-C)")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -190,6 +204,18 @@ func cmdControl(cmd string, args []string, stdout, stderr io.Writer) error {
 		cfg, path = c, c.Control
 	default:
 		return usageError{errors.New("which switch? give --ctl PATH, --name SWITCH or -c FILE")}
+	}
+	if cmd == "watch" {
+		if fs.NArg() != 0 {
+			return usageError{fmt.Errorf("watch takes no arguments, got %q", fs.Args())}
+		}
+		sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		n, err := watch.Print(sctx, stdout, path, wo)
+		if err == nil && n == 0 && sctx.Err() == nil {
+			err = fmt.Errorf("no sample from %s within %v", path, wo.Duration)
+		}
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

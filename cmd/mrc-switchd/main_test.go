@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/telemetry"
 	"github.com/softmrc/softmrc/switchd/ctl"
 )
 
@@ -49,6 +50,17 @@ func fakeDaemon(t *testing.T) (string, func() []ctl.Fault) {
 							Fault: ctl.FaultState{Loss: 0.5}, Counters: ctl.Counters{RxPackets: 9, Drops: ctl.Drops{NoRoute: 3}}}}}
 					case ctl.CmdRoutes:
 						resp.Routes = []ctl.Route{{Prefix: "5f00:1::/32", Group: "g", Ports: []string{"a", "b"}}, {Prefix: "5f00:1:100::/48", Port: "up0"}}
+					case ctl.CmdWatch:
+						// The answer, then sample lines until the client goes.
+						c.Write([]byte("{\"ok\":true}\n"))
+						for i := 0; i < 1000; i++ {
+							s := telemetry.Sample{T: int64(i + 1), Source: "sw", Kind: telemetry.KindSwitchPort, ID: "up0",
+								Values: map[string]float64{telemetry.KeyTxBytes: float64(i)}}
+							if _, err := c.Write(telemetry.AppendJSON(nil, &s)); err != nil {
+								return
+							}
+						}
+						return
 					case ctl.CmdFault:
 						if req.Fault.Target != "up0" {
 							resp = ctl.Response{Error: `no port named "` + req.Fault.Target + `"`}
@@ -90,6 +102,10 @@ func TestCLI(t *testing.T) {
 		{[]string{"fault", "--ctl", sock, "up0", "loss=7"}, 1, []string{"want loss=P"}},
 		{[]string{"fault", "--ctl", sock, "up0"}, 2, []string{"want TARGET SPEC"}},
 		{[]string{"stats", "--ctl", filepath.Join(t.TempDir(), "none.sock")}, 1, []string{"is the daemon running?"}},
+		{[]string{"watch", "--ctl", sock, "--count", "3"}, 0, []string{`{"t":3,"src":"sw","kind":"swport","id":"up0","v":{"tx_bytes":2}}`}},
+		{[]string{"watch", "--ctl", sock, "--interval", "1us"}, 1, []string{"want 1ms to 10s"}},
+		{[]string{"watch", "--ctl", sock, "extra"}, 2, []string{"watch takes no arguments"}},
+		{[]string{"watch", "--ctl", filepath.Join(t.TempDir(), "none.sock")}, 1, []string{"is the daemon running?"}},
 	} {
 		var out bytes.Buffer
 		code := run(tc.args, &out, &out)

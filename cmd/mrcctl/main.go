@@ -12,6 +12,7 @@
 //	mrcctl [-d SOCKET] deny|allow path PLANE,T1
 //	mrcctl [-d SOCKET] deny|allow link NAME
 //	mrcctl [-d SOCKET] deny|allow plane P [QPN]
+//	mrcctl [-d SOCKET] watch [--interval 10ms] [--count N] [--duration 10s]
 //
 // QPN and EV are hex (0x prefix optional) or decimal. Without QPN, deny and
 // allow edit the daemon's denylist, which holds for every QP, those created
@@ -26,6 +27,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,6 +42,9 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // the usage was printed
+		}
 		fmt.Fprintln(os.Stderr, "mrcctl:", err)
 		os.Exit(1)
 	}
@@ -57,6 +62,11 @@ commands:
   deny|allow path PLANE,T1   every EV of a plane through one T1 (its T1 index)
   deny|allow link NAME       every path over a testbed link (h0--p0-t0-0, p0-t0-0--p0-t1-1)
   deny|allow plane P [QPN]   every EV of a plane
+  watch [--interval 10ms] [--count N] [--duration 10s]
+                             telemetry as JSON Lines: one sample per QP and per
+                             port every interval (1ms..10s), until N samples or
+                             the duration (default 10s; both 0: until Ctrl-C);
+                             fields in docs/telemetry.md
 Without QPN, deny and allow edit the daemon's denylist: every QP, now and
 later, until allowed again. Nothing denied carries data or control packets.
 With QPN, only that QP's EVs. Other applications' QPs, and deny/allow
@@ -79,6 +89,9 @@ func run(args []string, out io.Writer) error {
 	if len(a) == 0 {
 		fs.Usage()
 		return fmt.Errorf("no command")
+	}
+	if a[0] == "watch" {
+		return watchCmd(dev, a[1:], out)
 	}
 	req := vproto.CtlRequest{Cmd: vproto.CtlCmd(a[0])}
 	var res any

@@ -83,6 +83,31 @@ var Defaults = Config{
 
 // WithDefaults fills the zero fields of c from Defaults and checks it.
 func (c Config) WithDefaults() (Config, error) {
+	c = c.filled()
+	return c, c.check()
+}
+
+// Scaled is c (zero fields from Defaults) slowed down k times: every period
+// (α update, rate monitor, increase timer, CNP interval) k times longer and
+// every rate step (additive, hyper, minimum) k times smaller; the byte
+// counter is kept, since at a k times lower line rate it already takes k
+// times longer. A fabric emulated at 1/k of a real one's speed (1 Gb/s
+// links for 100 Gb/s ones, round trips k times longer) then sees the DCQCN
+// dynamics of the real one, in its own time. k <= 0 means 1.
+func (c Config) Scaled(k float64) Config {
+	c = c.filled()
+	if k <= 0 || k == 1 {
+		return c
+	}
+	scaleT := func(v int64) int64 { return int64(math.Round(float64(v) * k)) }
+	c.AlphaPeriod, c.ReduceMonitorPeriod = scaleT(c.AlphaPeriod), scaleT(c.ReduceMonitorPeriod)
+	c.TimeReset, c.MinCNPInterval = scaleT(c.TimeReset), scaleT(c.MinCNPInterval)
+	c.MinRate, c.AIRate, c.HAIRate = c.MinRate/k, c.AIRate/k, c.HAIRate/k
+	return c
+}
+
+// filled returns c with its zero fields from Defaults (LineRate excepted).
+func (c Config) filled() Config {
 	d := Defaults
 	if c.MinRate == 0 {
 		c.MinRate = d.MinRate
@@ -123,23 +148,27 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.MinCNPInterval == 0 {
 		c.MinCNPInterval = d.MinCNPInterval
 	}
+	return c
+}
+
+func (c Config) check() error {
 	switch {
 	case !(c.LineRate > 0) || math.IsInf(c.LineRate, 0):
-		return c, fmt.Errorf("dcqcn: line rate %v b/s: want a positive finite rate", c.LineRate)
+		return fmt.Errorf("dcqcn: line rate %v b/s: want a positive finite rate", c.LineRate)
 	case c.MinRate > c.LineRate:
-		return c, fmt.Errorf("dcqcn: min rate %v above the line rate %v", c.MinRate, c.LineRate)
+		return fmt.Errorf("dcqcn: min rate %v above the line rate %v", c.MinRate, c.LineRate)
 	case c.AlphaG < 0 || c.AlphaG > 1024:
-		return c, fmt.Errorf("dcqcn: dce_tcp_g %d: want 0..1024", c.AlphaG)
+		return fmt.Errorf("dcqcn: dce_tcp_g %d: want 0..1024", c.AlphaG)
 	case c.InitialAlpha < 0 || c.InitialAlpha > 1024:
-		return c, fmt.Errorf("dcqcn: initial alpha %d: want 0..1024", c.InitialAlpha)
+		return fmt.Errorf("dcqcn: initial alpha %d: want 0..1024", c.InitialAlpha)
 	case c.GD < 10 || c.GD > 30:
-		return c, fmt.Errorf("dcqcn: rpg_gd %d: want 10..30 (10 lets one cut stop a flow)", c.GD)
+		return fmt.Errorf("dcqcn: rpg_gd %d: want 10..30 (10 lets one cut stop a flow)", c.GD)
 	case c.MinDecFac < 0 || c.MinDecFac > 100:
-		return c, fmt.Errorf("dcqcn: rpg_min_dec_fac %d: want 0..100", c.MinDecFac)
+		return fmt.Errorf("dcqcn: rpg_min_dec_fac %d: want 0..100", c.MinDecFac)
 	case c.TimeReset < 0 || c.ByteReset < 0 || c.AlphaPeriod < 0 || c.ReduceMonitorPeriod < 0 || c.MinCNPInterval < 0 || c.Threshold < 0:
-		return c, fmt.Errorf("dcqcn: negative period, byte count or threshold in %+v", c)
+		return fmt.Errorf("dcqcn: negative period, byte count or threshold in %+v", c)
 	}
-	return c, nil
+	return nil
 }
 
 // Stage says which increase rule an event applied.

@@ -142,3 +142,30 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestScaled: a run at 1/k of the speed with Scaled(k) is the same run,
+// k times slower: the rates relative to the line rate at time k·t equal
+// those of the unscaled run at t.
+func TestScaled(t *testing.T) {
+	const k = 100
+	fast, _ := NewRP(Config{LineRate: 100e9}, 0)
+	slow, _ := NewRP(Config{LineRate: 1e9}.Scaled(k), 0)
+	if c := slow.Config(); c.TimeReset != 30_000_000 || c.AIRate != 50e3 || c.ByteReset != 32767 || c.MinCNPInterval != 400_000 {
+		t.Fatalf("Scaled(100): %+v", c)
+	}
+	// The same script: CNPs at 10, 12, 30 µs, then 2 ms of recovery;
+	// no bytes sent (the byte counter is scale-free only with traffic).
+	for _, at := range []int64{10, 12, 30, 500, 2000} {
+		if at <= 30 {
+			fast.OnCNP(at * us)
+			slow.OnCNP(at * us * k)
+		}
+		f, s := fast.Rate(at*us)/100e9, slow.Rate(at*us*k)/1e9
+		if math.Abs(f-s) > 1e-9 {
+			t.Fatalf("at %d µs (x%d): rate/line %v unscaled, %v scaled", at, k, f, s)
+		}
+	}
+	if c := (Config{}).Scaled(0); c != Defaults {
+		t.Fatalf("Scaled(0) = %+v, want the defaults", c)
+	}
+}

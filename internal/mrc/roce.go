@@ -30,6 +30,10 @@ type roceState struct {
 	np dcqcn.NP
 	ev wire.EV
 	c  RoCECounters
+	// retry count (IBTA RC retry_cnt, as rxe keeps it): retries since
+	// sndUna last moved
+	retries  int
+	retryUna wire.PSN
 }
 
 // RoCECounters count the RoCE transport's own events of one QP.
@@ -121,8 +125,27 @@ func (q *qp) roceConnect() error {
 	if err != nil {
 		return configErr("%v", err)
 	}
-	q.roce = &roceState{rp: rp, np: dcqcn.NP{Interval: rp.Config().MinCNPInterval}, ev: ev}
+	q.roce = &roceState{rp: rp, np: dcqcn.NP{Interval: rp.Config().MinCNPInterval}, ev: ev, retryUna: q.sndUna}
 	return nil
+}
+
+// roceRetry counts one retry (an ACK timeout or a NAK sequence error, both
+// of which make the requester go back) and fails the QP with
+// RETRY_EXCEEDED, reporting true, after RetryLimit retries without
+// progress. As in IBTA RC (and rxe), progress, i.e. an acknowledgement that moves
+// the oldest unacknowledged PSN, restores the count; RetryLimit 32 or more
+// retries forever.
+func (q *qp) roceRetry() bool {
+	r := q.roce
+	if q.sndUna != r.retryUna {
+		r.retryUna, r.retries = q.sndUna, 0
+	}
+	r.retries++
+	if q.cfg.RetryLimit >= 32 || r.retries <= q.cfg.RetryLimit {
+		return false
+	}
+	q.fail(StatusRetryExceeded)
+	return true
 }
 
 // ccAllows reports whether congestion control lets a packet of n bytes go
@@ -183,6 +206,7 @@ func (q *qp) sendCNP(emit func(wire.Plane, []byte)) {
 		return
 	}
 	q.roce.c.TxCNP++
+	q.e.stats.TxCNP++
 	q.e.emitFrame(pl, emit)
 }
 
@@ -193,6 +217,7 @@ func (q *qp) handleCNP() {
 		return
 	}
 	q.roce.c.RxCNP++
+	q.e.stats.RxCNP++
 	q.roce.rp.OnCNP(int64(q.e.now))
 }
 

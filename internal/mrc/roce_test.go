@@ -234,6 +234,9 @@ func TestRoCEDCQCN(t *testing.T) {
 	if s1.RoCE.CEMarked == 0 || s1.RoCE.TxCNP == 0 || s0.RoCE.RxCNP != s1.RoCE.TxCNP || log.cnps[1] != int(s1.RoCE.TxCNP) {
 		t.Fatalf("CE %d, CNPs sent %d (on the wire %d), received %d", s1.RoCE.CEMarked, s1.RoCE.TxCNP, log.cnps[1], s0.RoCE.RxCNP)
 	}
+	if e0, e1 := h.eng[0].Counters(), h.eng[1].Counters(); e0.RxCNP != s0.RoCE.RxCNP || e1.TxCNP != s1.RoCE.TxCNP {
+		t.Fatalf("engine CNP counters rx %d tx %d, QP's %d %d", e0.RxCNP, e1.TxCNP, s0.RoCE.RxCNP, s1.RoCE.TxCNP)
+	}
 	if max := uint64(markFor/(4*Microsecond)) + 1; s1.RoCE.TxCNP > max {
 		t.Fatalf("%d CNPs in %d µs: more than one per 4 µs (%d)", s1.RoCE.TxCNP, markFor/Microsecond, max)
 	}
@@ -290,5 +293,35 @@ func TestRoCERetryExceeded(t *testing.T) {
 	}
 	if s.Counters.Timeouts != 4 || h.now > 600*Microsecond {
 		t.Fatalf("%d timeouts by %d µs: want the first try and 3 retries, 100 µs apart", s.Counters.Timeouts, h.now/Microsecond)
+	}
+}
+
+// TestRoCERetryCountResetsOnProgress: the retry count is retries without
+// progress (IBTA RC, rxe), not the retransmissions of one packet. Eight
+// packets leave before any answer; the first is lost, so the NAK makes all
+// eight go again; the last one's retransmission is lost too and only the
+// timer can recover it. With RetryLimit 1 that is its second
+// retransmission, but the first seven were acknowledged in between, so the
+// QP must not fail.
+func TestRoCERetryCountResetsOnProgress(t *testing.T) {
+	h := newHarness(t, hopts{seed: 41, qc: QPConfig{Transport: RoCE, RetryLimit: 1}})
+	var log dataLog
+	first, last := wire.PSN(0), wire.PSN(0)
+	seen := map[wire.PSN]int{}
+	h.Filter = log.filter(func(from int, _ wire.Plane, _ []byte, p *wire.Packet) bool {
+		if from != 0 {
+			return false
+		}
+		if len(seen) == 0 {
+			first, last = p.PSN, p.PSN.Add(7)
+		}
+		seen[p.PSN]++
+		return (p.PSN == first && seen[p.PSN] == 1) || (p.PSN == last && seen[p.PSN] == 2)
+	})
+	h.transfer(8*2048, 8*2048, Second)
+	s := h.snap(0)
+	if s.State != QPReady || s.Counters.Timeouts != 1 || s.Counters.RxNACK != 1 || seen[last] != 3 {
+		t.Fatalf("QP %v/%v, timeouts %d, NAKs %d, last packet sent %d times: want READY after 1 NAK, 1 timeout, 3 sends of the last",
+			s.State, s.Status, s.Counters.Timeouts, s.Counters.RxNACK, seen[last])
 	}
 }

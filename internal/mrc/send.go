@@ -126,6 +126,7 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 			pk.tries++
 		}
 		q.stats.TxRtx++
+		q.stats.RtxBytes += uint64(pk.n)
 	} else {
 		if m.assigned == 0 {
 			m.firstPSN = q.sndNxt
@@ -237,7 +238,11 @@ func (q *qp) runTimers(now Time) {
 		} else {
 			q.markLost(ent.psn, pk)
 		}
-		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && (q.roce != nil || !q.anyUsableEV()) { // RoCE: IBTA retry_cnt, whatever the path
+		if q.roce != nil {
+			if q.roceRetry() {
+				return
+			}
+		} else if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
 			q.fail(StatusRetryExceeded)
 			return
 		}
@@ -270,6 +275,7 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 		return 0
 	}
 	pk.flags |= pktAcked
+	q.stats.AckedBytes += uint64(pk.n)
 	if pk.flags&pktHeld != 0 {
 		pk.flags &^= pktHeld
 		q.nHeld--
@@ -523,6 +529,9 @@ func (q *qp) handleAETH(p *wire.Packet) {
 	q.advanceUna()
 	q.completeMsgs()
 	q.goBack(psn)
+	if q.roce != nil {
+		q.roceRetry()
+	}
 }
 
 // advanceUna moves sndUna over acknowledged PSNs and queues the held

@@ -45,9 +45,14 @@ type QPCounters struct {
 	NoEVStalls               uint64 // send attempts with no usable EV
 	ReverseProbes, RevProbOK uint64
 	PortStatusRcvd           uint64
-	AlwaysSkipSent           uint64                           // SACKs with M=ALWAYS_SKIP (responder)
-	TxAck, RxAck             uint64                           // Transport ACKs (AETH), Config.TransportACK
-	EVTransitions            [numEVStates][numEVStates]uint64 // sum over the QP's EVs
+	AlwaysSkipSent           uint64 // SACKs with M=ALWAYS_SKIP (responder)
+	TxAck, RxAck             uint64 // Transport ACKs (AETH), Config.TransportACK
+	// AckedBytes is the payload acknowledged by the peer, each packet
+	// counted once at its first acknowledgement (cumulative or selective);
+	// when every posted message has completed it equals their total length.
+	// RtxBytes is the payload of retransmissions (TxBytes includes it).
+	AckedBytes, RtxBytes uint64
+	EVTransitions        [numEVStates][numEVStates]uint64 // sum over the QP's EVs
 }
 
 // QPSnapshot is a copy of a QP's state for tools (mrcctl) and tests.
@@ -94,4 +99,5 @@ type EngineCounters struct {
 	PortStatusSent  uint64
 	PortStatusStale uint64 // port-status updates older than the last applied one (ignored)
 	CQOverflow      uint64
+	TxCNP, RxCNP    uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
 }

@@ -96,8 +96,10 @@ type Comm struct {
 	early []early
 	cur   *op // the operation running
 	wrs   []verbs.SendWR
-	tmp   []float32 // in-place all-to-all: the send buffer's copy
-	st    Stats
+	// broken is the error that left an operation half done.
+	broken error
+	tmp    []float32 // in-place all-to-all: the send buffer's copy
+	st     Stats
 }
 
 // link is everything toward one peer.
@@ -272,16 +274,26 @@ type op struct {
 	// src is what message (peer, seq) carries, read when it is posted.
 	src func(peer, seq int) []float32
 	// deliver applies message (peer, seq) and returns the send it makes
-	// ready, if any: message seq to peer to.
-	deliver func(peer, seq int, data []float32) (to, next int, ok bool)
+	// ready, if any: message next to peer to. An error is a message the
+	// schedule has no place for.
+	deliver func(peer, seq int, data []float32) (to, next int, ok bool, err error)
 	// recvLen is how many elements message (peer, seq) carries.
 	recvLen func(peer, seq int) int
 	want    int // messages to receive
 }
 
 // run posts the ready messages as credits allow and handles completions
-// until every message arrived and every credit is back.
-func (c *Comm) run(ctx context.Context, o *op, initial map[int][]int) error {
+// until every message arrived and every message of this rank is posted. An
+// error leaves the communicator broken: queues and FIFOs are mid-operation.
+func (c *Comm) run(ctx context.Context, o *op, initial map[int][]int) (err error) {
+	if c.broken != nil {
+		return fmt.Errorf("collective: an earlier operation failed (%w): close the communicator", c.broken)
+	}
+	defer func() {
+		if err != nil {
+			c.broken = err
+		}
+	}()
 	c.cur = o
 	defer func() { c.cur = nil }()
 	c.epoch++
@@ -381,10 +393,16 @@ func (c *Comm) take(o *op, q *qpLink, seq int, m verbs.Message, got *int) error 
 		return fmt.Errorf("message %d from rank %d: all %d messages of the operation already arrived (ranks run different operations or counts?)", seq, peer, o.want)
 	}
 	n := o.recvLen(peer, seq)
-	if n*4 != len(m.Data) {
-		return fmt.Errorf("message %d from rank %d: %d bytes, the schedule says %d elements (ranks run different counts?)", seq, peer, len(m.Data), n)
+	if n < 0 {
+		return fmt.Errorf("message %d from rank %d is outside the %s's schedule (ranks run different operations or counts?)", seq, peer, o.name)
 	}
-	to, next, ok := o.deliver(peer, seq, floats(m.Data[:n*4]))
+	if n*4 != len(m.Data) {
+		return fmt.Errorf("message %d from rank %d: %d bytes, the schedule expects %d (%d elements; ranks run different counts?)", seq, peer, len(m.Data), n*4, n)
+	}
+	to, next, ok, err := o.deliver(peer, seq, floats(m.Data[:n*4]))
+	if err != nil {
+		return err
+	}
 	*got++
 	q.release++
 	if ok {

@@ -46,10 +46,16 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv []float32) error {
 			r := p.sendRange(seq)
 			return recv[r.Off:r.End()]
 		},
-		recvLen: func(_, seq int) int { r, _ := p.recvRange(seq); return r.Len },
-		deliver: func(peer, seq int, data []float32) (int, int, bool) {
-			if peer != left {
-				panic(fmt.Sprintf("collective: all-reduce message from rank %d, the left neighbour is %d", peer, left))
+		recvLen: func(_, seq int) int {
+			if seq >= p.messages() {
+				return -1
+			}
+			r, _ := p.recvRange(seq)
+			return r.Len
+		},
+		deliver: func(peer, seq int, data []float32) (int, int, bool, error) {
+			if peer != left || seq >= p.messages() {
+				return 0, 0, false, fmt.Errorf("all-reduce message %d from rank %d: only rank %d sends, %d messages (ranks run different operations?)", seq, peer, left, p.messages())
 			}
 			r, reduce := p.recvRange(seq)
 			dst := recv[r.Off:r.End()]
@@ -61,7 +67,7 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv []float32) error {
 				copy(dst, data)
 			}
 			next := p.next(seq)
-			return right, next, next >= 0
+			return right, next, next >= 0, nil
 		},
 	}
 	first := make([]int, p.m)
@@ -100,11 +106,19 @@ func (c *Comm) AllToAll(ctx context.Context, send, recv []float32) error {
 			r := p.piece(peer, seq)
 			return send[r.Off:r.End()]
 		},
-		recvLen: func(peer, seq int) int { return p.piece(peer, seq).Len },
-		deliver: func(peer, seq int, data []float32) (int, int, bool) {
+		recvLen: func(peer, seq int) int {
+			if seq >= p.m {
+				return -1
+			}
+			return p.piece(peer, seq).Len
+		},
+		deliver: func(peer, seq int, data []float32) (int, int, bool, error) {
+			if seq >= p.m {
+				return 0, 0, false, fmt.Errorf("all-to-all message %d from rank %d: %d messages per peer (ranks run different operations?)", seq, peer, p.m)
+			}
 			r := p.piece(peer, seq)
 			copy(recv[r.Off:r.End()], data)
-			return 0, 0, false
+			return 0, 0, false, nil
 		},
 	}
 	initial := map[int][]int{}

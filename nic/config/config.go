@@ -91,6 +91,8 @@ type Config struct {
 	CC  CC  `yaml:"cc"`
 	// QP holds the reliability timers of every QP.
 	QP QPOptions `yaml:"qp"`
+	// RoCE configures QPs of the RoCE baseline transport (docs/roce.md).
+	RoCE RoCEOptions `yaml:"roce,omitempty"`
 	// DeviceSocket is the unix socket applications (nic/verbs) and mrcctl
 	// connect to.
 	DeviceSocket string `yaml:"device_socket"`
@@ -138,6 +140,22 @@ type QPOptions struct {
 	// NoEVTimeout fails a QP that has had no usable path this long.
 	NoEVTimeout time.Duration `yaml:"no_ev_timeout"`
 }
+
+// RoCEOptions configure the QPs created with the RoCE transport.
+type RoCEOptions struct {
+	// AckTimeout is their fixed local ACK timeout (IBTA: 4.096 µs ·
+	// 2^timeout, no adaptation); 0 = DefaultRoCEAckTimeout.
+	AckTimeout time.Duration `yaml:"ack_timeout,omitempty"`
+	// DCQCNScale slows DCQCN down k times (every period × k, every rate
+	// step ÷ k; internal/dcqcn Config.Scaled) for a fabric emulated at 1/k
+	// of a real one's speed, e.g. 100 for 1 Gb/s links standing for
+	// 100 Gb/s ones. 0 or 1: the mlx5 defaults as they are.
+	DCQCNScale float64 `yaml:"dcqcn_scale,omitempty"`
+}
+
+// DefaultRoCEAckTimeout is 4.096 µs · 2^14, the timeout perftest's
+// ib_write_bw gives its QPs.
+const DefaultRoCEAckTimeout = 4096 << 14 * time.Nanosecond
 
 // Default QP timers (see QPOptions).
 const (
@@ -260,6 +278,9 @@ func (c *Config) SetDefaults() {
 	if c.QP.NoEVTimeout == 0 {
 		c.QP.NoEVTimeout = DefaultNoEVTimeout
 	}
+	if c.RoCE.AckTimeout == 0 {
+		c.RoCE.AckTimeout = DefaultRoCEAckTimeout
+	}
 	if c.Attach == "" {
 		c.Attach = "auto"
 	}
@@ -297,6 +318,9 @@ func (c *Config) Validate() error {
 		(c.QP.AckTimeout > 0 && c.QP.MinRTO > c.QP.AckTimeout) {
 		bad("qp: ack_timeout %v, min_rto %v, no_ev_timeout %v, retry_limit %d: want >= 0 and min_rto <= ack_timeout",
 			c.QP.AckTimeout, c.QP.MinRTO, c.QP.NoEVTimeout, c.QP.RetryLimit)
+	}
+	if c.RoCE.AckTimeout < 0 || c.RoCE.DCQCNScale < 0 || c.RoCE.DCQCNScale > 1e6 {
+		bad("roce: ack_timeout %v, dcqcn_scale %v: want ack_timeout >= 0 and dcqcn_scale 0..1e6", c.RoCE.AckTimeout, c.RoCE.DCQCNScale)
 	}
 	if c.BusyPoll < 0 || c.BusyPoll > time.Second {
 		bad("busy_poll %v: want 0 (sleep at once) up to 1s, typically 20us-200us", c.BusyPoll)

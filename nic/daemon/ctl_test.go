@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/softmrc/softmrc/internal/telemetry"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -87,6 +90,26 @@ func tenant(sock string, victim uint32) error {
 	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopeEV, EV: 0x10000001, QPN: own.QPN}, &raw); err == nil ||
 		!strings.Contains(err.Error(), "has no EV") {
 		return fmt.Errorf("deny of an EV its QP does not hold: %v, want an error saying so", err)
+	}
+	// Telemetry shows it the ports but no other application's QP (its
+	// watch is a session of its own, which owns no QP).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ports, qpSamples := 0, 0
+	if err := verbs.Watch(ctx, sock, time.Millisecond, func(s telemetry.Sample) {
+		switch s.Kind {
+		case telemetry.KindNICPort:
+			if ports++; ports >= 20 {
+				cancel()
+			}
+		case telemetry.KindQP:
+			qpSamples++
+		}
+	}); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	if ports < 20 || qpSamples != 0 {
+		return fmt.Errorf("watch: %d port samples (want 20) and %d samples of other applications' QPs (want 0)", ports, qpSamples)
 	}
 	return nil
 }

@@ -100,6 +100,7 @@ type Daemon struct {
 	running atomic.Bool
 	stopped chan struct{}
 	cap     *capture
+	tele    teleState // telemetry.go
 
 	c counters
 }
@@ -152,6 +153,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
 	d.pq.drained.L = &d.pq.mu
+	d.tele.init()
 	defer func() {
 		if err != nil {
 			d.closeResources()
@@ -439,6 +441,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 		work += d.sendPathProbes(now)
 		work += d.transmit(now)
 		work += d.completions()
+		if now >= d.tele.next {
+			d.teleSample(now)
+		}
 		if work > 0 {
 			if busy > 0 {
 				lastWork = time.Now()
@@ -530,6 +535,7 @@ func (d *Daemon) idle(ctx context.Context) {
 			dl = t
 		}
 	}
+	dl = min(dl, d.tele.next)
 	wait := time.Duration(dl - now)
 	if dl == mrc.Never || wait > 100*time.Millisecond {
 		wait = 100 * time.Millisecond // ctx is checked at least this often

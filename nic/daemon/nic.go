@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
@@ -70,6 +71,14 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 		qo := d.cfg.QP
 		qc := mrc.QPConfig{Transport: tr, PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
 			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
+		if tr == mrc.RoCE {
+			// IBTA RC's local ACK timeout is a fixed QP attribute,
+			// 4.096 µs·2^timeout, not an adaptive RTO (default: perftest's
+			// timeout 14, 67 ms). Go-back-N resends the whole window on
+			// every timeout, so a spurious one costs dearly.
+			qc.AckTimeout, qc.FixedRTO, qc.TimeoutMode = mrc.Time(d.cfg.RoCE.AckTimeout), true, mrc.TimeoutLinear
+			qc.DCQCN = dcqcn.Config{}.Scaled(d.cfg.RoCE.DCQCNScale)
+		}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
 			return
@@ -206,6 +215,7 @@ func (d *Daemon) destroy(q *qpState) {
 		d.fail(q.owner, uint32(q.qpn), wr.ID, vproto.StatusWRFlushErr, wr.Op, 0)
 	}
 	q.backlog = nil
+	d.teleFinal(q.qpn)
 	_ = d.eng.DestroyQP(q.qpn)
 	d.completions()
 	delete(d.qps, q.qpn)
@@ -611,6 +621,8 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
 		"oam_sent": d.oam.sent, "oam_answered": d.oam.answered, "oam_echoed": d.oam.echoed,
 		"oam_unknown": d.oam.unknown, "oam_bad": d.oam.bad, "path_probes_sent": d.oam.pathSent, "path_probes_received": d.oam.pathRecv,
+		"telemetry_ticks": d.tele.ticks.Load(), "telemetry_skipped": d.tele.skipped.Load(),
+		"telemetry_dropped": d.tele.dropped.Load(), "telemetry_missed": d.tele.missed.Load(),
 	}
 }
 

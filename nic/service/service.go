@@ -77,6 +77,9 @@ type Service struct {
 
 	// Counters.
 	Sessions, Overruns, BadMessages atomic.Uint64
+	// TelemetryDropped counts telemetry messages dropped because the
+	// subscriber's queue was full.
+	TelemetryDropped atomic.Uint64
 }
 
 // New returns a service over nic.
@@ -295,6 +298,10 @@ type session struct {
 	done    chan struct{}
 	once    sync.Once
 	dead    atomic.Bool
+
+	// Telemetry (telemetry.go), under mu.
+	tele     chan []byte
+	teleStop func()
 }
 
 func (ss *session) logf() *slog.Logger {
@@ -372,6 +379,7 @@ func (ss *session) readLoop() {
 	defer s.wg.Done()
 	defer func() {
 		ss.end()
+		ss.stopWatch()
 		s.nic.CloseOwner(ss.id)
 		s.mu.Lock()
 		delete(s.sessions, ss.id)
@@ -497,6 +505,8 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 			return nil, err
 		}
 		return nil, s.nic.DestroyQP(ss.id, r.QPN)
+	case vproto.TypeWatch:
+		return ss.watch(body)
 	case vproto.TypeCtl:
 		var r vproto.CtlRequest
 		if err := decode(&r); err != nil {

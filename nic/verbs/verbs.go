@@ -15,6 +15,7 @@
 package verbs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,9 +112,34 @@ type Device struct {
 
 // Open connects to the device socket at path (mrc-nicd's device_socket).
 func Open(path string) (*Device, error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	return open(context.Background(), path)
+}
+
+// Ping tells whether mrc-nicd serves applications on the device socket at
+// path: it opens a session, completes the hello handshake and closes it
+// again, all within ctx. Use it as a readiness probe: a plain connect on the
+// wrong socket type (the device socket is SOCK_SEQPACKET) fails with
+// "protocol wrong type for socket", and a connect alone does not show that
+// the daemon answers.
+func Ping(ctx context.Context, path string) error {
+	d, err := open(ctx, path)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+func open(ctx context.Context, path string) (*Device, error) {
+	var dl net.Dialer
+	nc, err := dl.DialContext(ctx, "unixpacket", path)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: open device %s: %w (is mrc-nicd running with this device_socket?)", path, err)
+	}
+	c := nc.(*net.UnixConn)
+	// The handshake is bounded by ctx; the deadline is lifted once it is
+	// done, because a session's reads wait for completions indefinitely.
+	if t, ok := ctx.Deadline(); ok {
+		c.SetDeadline(t)
 	}
 	d := &Device{conn: c, path: path, pending: map[uint32]chan vproto.Reply{},
 		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{})}
@@ -122,8 +148,9 @@ func Open(path string) (*Device, error) {
 	if err := d.call(vproto.TypeHello, vproto.Hello{Version: vproto.Version,
 		Client: filepath.Base(os.Args[0]), PID: os.Getpid()}, -1, &info); err != nil {
 		d.Close()
-		return nil, err
+		return nil, fmt.Errorf("verbs: open device %s: hello: %w", path, err)
 	}
+	c.SetDeadline(time.Time{})
 	d.info = info
 	return d, nil
 }

@@ -52,11 +52,13 @@ const (
 	TypeCompletions Type = 9  // binary []CQE, daemon -> client
 	TypeReply       Type = 10 // JSON Reply
 	TypeFatal       Type = 11 // JSON Reply{Error}: the daemon is closing the device
+	TypeWatch       Type = 12 // JSON Watch -> Reply(WatchInfo); then TypeTelemetry messages
+	TypeTelemetry   Type = 13 // JSON Lines of telemetry samples, daemon -> client (docs/telemetry.md)
 )
 
 func (t Type) String() string {
 	names := [...]string{"", "hello", "reg_mr", "dereg_mr", "create_qp", "connect_qp", "destroy_qp",
-		"ctl", "post", "completions", "reply", "fatal"}
+		"ctl", "post", "completions", "reply", "fatal", "watch", "telemetry"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}

@@ -20,12 +20,18 @@ const (
 	CmdRoutes = "routes" // FIB as read back from the data plane
 	CmdFault  = "fault"  // inject or clear a fault
 	CmdDetach = "detach" // remove programs, links and pins, then exit
+	CmdWatch  = "watch"  // stream telemetry samples (docs/telemetry.md)
 )
 
 // Request is one line sent to the daemon.
 type Request struct {
 	Cmd   string `json:"cmd"`
 	Fault *Fault `json:"fault,omitempty"`
+	// IntervalNS is CmdWatch's sampling interval (0: 10 ms; 1 ms to 10 s).
+	// The daemon answers one Response, then writes one telemetry sample
+	// per port per interval, one JSON object per line, until the client
+	// closes the connection.
+	IntervalNS int64 `json:"interval_ns,omitempty"`
 }
 
 // Response is one line sent back. Error is set when OK is false.
@@ -55,6 +61,9 @@ type Stats struct {
 	Started  time.Time   `json:"started"`
 	Ports    []PortStats `json:"ports"`
 	Unmapped Counters    `json:"unmapped"` // frames on interfaces that are not ports
+	// TelemetryDropped counts telemetry batches (10 ms of samples) dropped
+	// because a watch subscriber read too slowly.
+	TelemetryDropped uint64 `json:"telemetry_dropped,omitempty"`
 }
 
 // PortStats is one port's state and counters.

@@ -110,6 +110,10 @@ func (s *controlServer) handle(c net.Conn) {
 			return
 		}
 		req, resp := s.d.handleLine(line)
+		if req.Cmd == ctl.CmdWatch {
+			s.watch(c, r, req) // the connection is a telemetry stream from now on
+			return
+		}
 		b, _ := json.Marshal(resp)
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, werr := c.Write(append(b, '\n'))
@@ -160,13 +164,15 @@ func (d *Daemon) do(req ctl.Request) ctl.Response {
 			return fail(err)
 		}
 		return ctl.Response{OK: true}
+	case ctl.CmdWatch:
+		return ctl.Response{OK: true} // answered by the connection's handler (telemetry.go)
 	case ctl.CmdDetach:
 		if err := d.detach(); err != nil {
 			return fail(err)
 		}
 		return ctl.Response{OK: true}
 	}
-	return fail(fmt.Errorf("unknown command %q: want %s, %s, %s, %s or %s", req.Cmd, ctl.CmdReady, ctl.CmdStats, ctl.CmdRoutes, ctl.CmdFault, ctl.CmdDetach))
+	return fail(fmt.Errorf("unknown command %q: want %s, %s, %s, %s, %s or %s", req.Cmd, ctl.CmdReady, ctl.CmdStats, ctl.CmdRoutes, ctl.CmdFault, ctl.CmdWatch, ctl.CmdDetach))
 }
 
 func ctlCounters(c dataplane.PortCounters) ctl.Counters {
@@ -192,7 +198,8 @@ func (d *Daemon) stats() (*ctl.Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hang state: %w", err)
 	}
-	st := &ctl.Stats{Switch: d.cfg.Name, Mode: string(d.cfg.Mode), Hang: hang, Adopted: d.adopted, Started: d.started}
+	st := &ctl.Stats{Switch: d.cfg.Name, Mode: string(d.cfg.Mode), Hang: hang, Adopted: d.adopted, Started: d.started,
+		TelemetryDropped: d.teleDropped.Load()}
 	for i, p := range d.cfg.Ports {
 		c, err := d.plane.Counters(dataplane.PortID(i))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softmrc/softmrc/switchd/config"
@@ -49,6 +50,9 @@ type Daemon struct {
 	metricsAddr string
 	detached    chan struct{}
 	closeOnce   sync.Once
+	// teleDropped counts telemetry batches dropped because a subscriber
+	// read too slowly (telemetry.go).
+	teleDropped atomic.Uint64
 }
 
 // New checks opts and returns a Daemon ready to Run.

@@ -3,10 +3,10 @@ package run
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	nicconfig "github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/service"
+	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/testbed/netns"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/probe"
@@ -55,45 +57,56 @@ func needRoot(t testing.TB) {
 }
 
 var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
+	binMu  sync.Mutex
+	binDir string
+	binErr = map[string]error{}
 )
 
 // switchdBin returns a directory with mrc-switchd: $MRC_BIN, or a fresh
 // `go build` of ./cmd/mrc-switchd. It skips when mrc-switchd does not exist
 // (or does not build) yet.
-func switchdBin(t testing.TB) string {
+func switchdBin(t testing.TB) string { return bins(t, "mrc-switchd") }
+
+// bins returns a directory holding the named binaries: $MRC_BIN, or fresh
+// `go build`s of ./cmd/NAME into one temporary directory (removed by
+// TestMain). It skips when a command does not exist (or does not build) yet.
+func bins(t testing.TB, names ...string) string {
 	t.Helper()
 	if d := os.Getenv("MRC_BIN"); d != "" {
-		if FindBin(d, "mrc-switchd") == "" {
-			t.Fatalf("MRC_BIN=%s has no mrc-switchd", d)
+		for _, n := range names {
+			if FindBin(d, n) == "" {
+				t.Fatalf("MRC_BIN=%s has no %s (run make build)", d, n)
+			}
 		}
 		return d
 	}
-	binOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			binErr = err
-			return
+	binMu.Lock()
+	defer binMu.Unlock()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if binDir == "" {
+		if binDir, err = os.MkdirTemp("", "mrc-testbed-bin-"); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := os.Stat(filepath.Join(root, "cmd", "mrc-switchd")); err != nil {
-			binErr = fmt.Errorf("mrc-switchd does not exist yet (no cmd/mrc-switchd)")
-			return
+	}
+	for _, n := range names {
+		if _, done := binErr[n]; !done {
+			if _, err := os.Stat(filepath.Join(root, "cmd", n)); err != nil {
+				binErr[n] = fmt.Errorf("%s does not exist yet (no cmd/%s)", n, n)
+			} else {
+				cmd := exec.Command(goTool(), "build", "-o", binDir, "./cmd/"+n)
+				cmd.Dir = root
+				binErr[n] = nil
+				if out, err := cmd.CombinedOutput(); err != nil {
+					binErr[n] = fmt.Errorf("%s does not build yet: %v\n%s", n, err, out)
+				}
+			}
 		}
-		binDir, err = os.MkdirTemp("", "mrc-testbed-bin-")
-		if err != nil {
-			binErr = err
-			return
+		if binErr[n] != nil {
+			t.Skipf("skipping: %v", binErr[n])
 		}
-		cmd := exec.Command(goTool(), "build", "-o", binDir, "./cmd/mrc-switchd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("mrc-switchd does not build yet: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Skipf("skipping: %v", binErr)
 	}
 	return binDir
 }
@@ -136,7 +149,8 @@ func randPrefix(t testing.TB) string {
 }
 
 // fakeNICdEnv makes the test binary a stand-in mrc-nicd (TestNICHookExecMgmt):
-// it serves the config's device socket until killed.
+// it serves the config's device socket with the real device-socket service
+// over a NIC that refuses every QP, until killed.
 const fakeNICdEnv = "MRC_TESTBED_FAKE_NICD"
 
 func fakeNICd(args []string) int {
@@ -149,19 +163,36 @@ func fakeNICd(args []string) int {
 		fmt.Fprintln(os.Stderr, "fake mrc-nicd:", err)
 		return 1
 	}
-	ln, err := net.Listen("unix", c.DeviceSocket)
-	if err != nil {
+	svc := service.New(noQPs{host: c.Host}, nil)
+	if err := svc.Listen(c.DeviceSocket); err != nil {
 		fmt.Fprintln(os.Stderr, "fake mrc-nicd:", err)
 		return 1
 	}
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return 1
-		}
-		conn.Close()
+	if err := svc.Serve(); err != nil {
+		fmt.Fprintln(os.Stderr, "fake mrc-nicd:", err)
+		return 1
 	}
+	return 0
 }
+
+// noQPs is the fake mrc-nicd's NIC: it answers hello and refuses QPs.
+type noQPs struct{ host string }
+
+var errFake = errors.New("fake mrc-nicd: no QPs")
+
+func (n noQPs) Info() vproto.DeviceInfo { return vproto.DeviceInfo{Host: n.host, Mode: "fake"} }
+func (noQPs) CreateQP(uint32, vproto.CreateQP) (vproto.QPInfo, error) {
+	return vproto.QPInfo{}, errFake
+}
+func (noQPs) RegMR(uint32, int, vproto.RegMR) (vproto.MRInfo, error) {
+	return vproto.MRInfo{}, errFake
+}
+func (noQPs) DeregMR(uint32, vproto.DeregMR) error               { return errFake }
+func (noQPs) ConnectQP(uint32, vproto.ConnectQP) error           { return errFake }
+func (noQPs) DestroyQP(uint32, uint32) error                     { return errFake }
+func (noQPs) Post(uint32, []vproto.WR)                           {}
+func (noQPs) Ctl(service.Caller, vproto.CtlRequest) (any, error) { return nil, errFake }
+func (noQPs) CloseOwner(uint32)                                  {}
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
+	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/testbed/netns"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/topo"
@@ -281,17 +281,15 @@ func launchAll(ctx context.Context, p *plan.Plan, st *State, o Options) error {
 		if err := st.Save(); err != nil {
 			return err
 		}
-		// Ready = the device socket accepts connections.
+		// Ready = the device socket completes a verbs handshake, exactly
+		// what an application does first.
 		for i := range p.Hosts {
 			h, pr := &p.Hosts[i], st.Processes[first+i]
 			cctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 			err := waitReady(cctx, &pr, func(ctx context.Context) error {
-				var d net.Dialer
-				c, err := d.DialContext(ctx, "unix", NICSocket(h))
-				if err == nil {
-					c.Close()
-				}
-				return err
+				pctx, pcancel := context.WithTimeout(ctx, time.Second)
+				defer pcancel()
+				return verbs.Ping(pctx, NICSocket(h))
 			})
 			cancel()
 			if err != nil {

@@ -40,6 +40,9 @@ var (
 	LayerTypeERTH  = register(9, "MRC-ERTH", nil)
 	LayerTypeEETH  = register(10, "MRC-EETH", nil)
 	LayerTypeICRC  = register(11, "MRC-ICRC", nil)
+	// LayerTypeCNP is RoCEv2's CNP body (16 reserved bytes), sent by the
+	// RoCE baseline transport (docs/roce.md).
+	LayerTypeCNP = register(12, "RoCE-CNP", nil)
 )
 
 func register(i int, name string, f func([]byte, gopacket.PacketBuilder) error) gopacket.LayerType {
@@ -203,6 +206,14 @@ type ICRC struct {
 
 func (l *ICRC) LayerType() gopacket.LayerType { return LayerTypeICRC }
 
+// CNP is the 16 reserved bytes after the BTH of a RoCEv2 Congestion
+// Notification Packet (opcode 0x81).
+type CNP struct {
+	layers.BaseLayer
+}
+
+func (l *CNP) LayerType() gopacket.LayerType { return LayerTypeCNP }
+
 // ctx carries what the headers after BTH need from it.
 type ctx struct {
 	op   wire.Opcode
@@ -330,6 +341,11 @@ func (c ctx) Decode(data []byte, p gopacket.PacketBuilder) error {
 		p.AddLayer(&EETH{BaseLayer: base(wire.EETHLen), EndpointFields: wire.EndpointFields{
 			Op: x.Op(), PortStatusMask: x.PortStatusMask(), Timestamp: x.Timestamp(), Vendor: x.Vendor(),
 		}})
+	case c.op == wire.OpCNP:
+		if err := need(wire.CNPLen); err != nil {
+			return err
+		}
+		p.AddLayer(&CNP{BaseLayer: base(wire.CNPLen)})
 	default:
 		return fmt.Errorf("mrclayers: no header after BTH for opcode %#x", uint8(c.op))
 	}

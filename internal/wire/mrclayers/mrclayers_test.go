@@ -19,7 +19,7 @@ func kinds() []wire.Packet {
 	var ps []wire.Packet
 	ops := []wire.Opcode{wire.OpWriteFirst, wire.OpWriteMiddle, wire.OpWriteLast, wire.OpWriteLastImm,
 		wire.OpWriteOnly, wire.OpWriteOnlyImm, wire.OpAck, wire.OpEndpointReq, wire.OpEndpointResp,
-		wire.OpSACK, wire.OpNACK, wire.OpProbe}
+		wire.OpSACK, wire.OpNACK, wire.OpProbe, wire.OpCNP}
 	for _, op := range ops {
 		for _, encap := range []bool{false, true} {
 			for _, ts := range []bool{false, true} {
@@ -88,6 +88,8 @@ func TestNewPacketDecodesWholeFrames(t *testing.T) {
 			want = append(want, LayerTypeERTH)
 		case op == wire.OpEndpointResp:
 			want = append(want, LayerTypeEETH)
+		case op == wire.OpCNP:
+			want = append(want, LayerTypeCNP)
 		}
 		want = append(want, LayerTypeICRC)
 		got := pkt.Layers()
