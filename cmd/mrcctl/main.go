@@ -36,6 +36,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/softmrc/softmrc/nic/pathprobe"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -57,6 +58,7 @@ commands:
   evs QPN                    the EV table of a QP: state, plane, path, counters
   counters                   engine, run-loop and port counters
   sessions                   applications with the device open
+  paths                      the path-probe agent's loops (path_probes in the NIC config)
   deny list                  the daemon's denylist
   deny|allow ev EV [QPN]     take an EV out of (or back into) use
   deny|allow path PLANE,T1   every EV of a plane through one T1 (its T1 index)
@@ -114,6 +116,11 @@ func run(args []string, out io.Writer) error {
 		res = &vproto.Counters{}
 	case vproto.CtlSessions:
 		res = &[]vproto.SessionInfo{}
+	case vproto.CtlPaths:
+		if len(a) != 1 {
+			return fmt.Errorf("usage: mrcctl paths")
+		}
+		res = &[]pathprobe.Stats{}
 	case vproto.CtlDeny, vproto.CtlAllow:
 		if req.Cmd == vproto.CtlDeny && len(a) == 2 && a[1] == "list" {
 			req.Cmd = vproto.CtlDenylist
@@ -230,6 +237,16 @@ func run(args []string, out io.Writer) error {
 		}
 	case *vproto.CtlResult:
 		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], r.Result)
+	case *[]pathprobe.Stats:
+		fmt.Fprintln(tw, "LOOP\tUSIDS\tSENT\tRECEIVED\tWINDOW LOST\tLOSS\tRTT MIN/AVG/MAX (us)")
+		for _, s := range *r {
+			us := make([]string, len(s.USIDs))
+			for i, u := range s.USIDs {
+				us[i] = fmt.Sprintf("%04x", u)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%.1f%%\t%.1f/%.1f/%.1f\n", s.Name(), strings.Join(us, " "), s.Sent, s.Received,
+				s.WinLost, s.WinSent, 100*s.Loss, s.RTTMin, s.RTTAvg, s.RTTMax)
+		}
 	case *[]vproto.DenyRow:
 		fmt.Fprintln(tw, "ENTRY\tENGINE RULES")
 		for _, d := range *r {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,11 @@ func TestTestbedMapperDeny(t *testing.T) {
 		return time.Since(start)
 	}
 	time.Sleep(500 * time.Millisecond) // a clean window first
+	paths, err := exec.Command(filepath.Join(tb.bin, "mrcctl"), "-d", tb.hosts["h0"].cfg.DeviceSocket, "paths").CombinedOutput()
+	if err != nil || !strings.Contains(string(paths), "p0/t1-1  4000 0200 4000 c000") {
+		t.Fatalf("mrcctl paths: %v\n%s", err, paths)
+	}
+	t.Logf("mrcctl paths on h0:\n%s", paths)
 	tb.fault(t, link, "blackhole")
 	took := waitFor("the mapper denies "+link+" on h0 and h3", 3*time.Second, func() bool {
 		for _, h := range hosts {
