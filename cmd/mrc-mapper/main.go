@@ -40,7 +40,7 @@ func main() {
 	}
 }
 
-const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ...) [--json] [--bad]
+const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ...) [--json | --prom] [--bad]
        mrc-mapper watch (--dir RUNDIR | -d SOCKET ...) [--deny] [--hold D] [--interval D] [--duration D]
 
 Reads the path-probe statistics of every host's mrc-nicd (their device
@@ -76,6 +76,7 @@ func run(args []string, out io.Writer) error {
 	var ds socks
 	fs.Var(&ds, "d", "a host's mrc-nicd device socket (repeatable)")
 	asJSON := fs.Bool("json", false, "print the map as JSON")
+	asProm := fs.Bool("prom", false, "print the map as Prometheus text exposition (node_exporter's textfile collector reads it)")
 	bad := fs.Bool("bad", false, "print only links that are not good")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
@@ -109,6 +110,10 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 		links = kept
+	}
+	if *asProm {
+		writeProm(out, links)
+		return nil
 	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(links, "", "  ")
@@ -242,4 +247,26 @@ func runSockets(dir string) ([]string, error) {
 		return nil, fmt.Errorf("--dir %s: no host has a device socket (are the mrc-nicd daemons running?)", dir)
 	}
 	return out, nil
+}
+
+// writeProm prints the map in the Prometheus text format: per link its
+// loss over the probe window and its state (0 good, 1 lossy, 2 dead).
+func writeProm(out io.Writer, links []pathprobe.Link) {
+	fmt.Fprintln(out, "# HELP mrc_link_loss Probe loss over the window of the loops that cross the link (mrc-mapper).")
+	fmt.Fprintln(out, "# TYPE mrc_link_loss gauge")
+	for _, l := range links {
+		fmt.Fprintf(out, "mrc_link_loss{link=%q,kind=%q} %g\n", l.Name, l.Kind, l.Loss)
+	}
+	fmt.Fprintln(out, "# HELP mrc_link_state Link state from the path probes: 0 good, 1 lossy, 2 dead.")
+	fmt.Fprintln(out, "# TYPE mrc_link_state gauge")
+	for _, l := range links {
+		v := 0
+		switch l.State {
+		case pathprobe.Lossy:
+			v = 1
+		case pathprobe.Dead:
+			v = 2
+		}
+		fmt.Fprintf(out, "mrc_link_state{link=%q,kind=%q} %d\n", l.Name, l.Kind, v)
+	}
 }
