@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
-.PHONY: all build deps test test-short generate check-generate bench lint demo clean help
+.PHONY: all build deps test test-short generate check-generate bench lint demo reproduce clean help
 
 all: build
 
@@ -21,6 +21,7 @@ help:
 	@echo "make deps     - install missing test tools (clang-14 llvm libbpf-dev tshark iproute2 ethtool) via apt, mount bpffs"
 	@echo "make test     - make deps, then all tests with the race detector (root: netns and XDP tests run)"
 	@echo "make demo     - bring up the clos-2p testbed, run mrc-write-bw across it, tear down"
+	@echo "make reproduce - run every mrc-lab scenario (testbed/scenarios) RUNS times; report in docs/results/lab/"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
 	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
@@ -59,6 +60,18 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+# Every shipped scenario on the real testbed, RUNS times in a row; the
+# combined report and the figures go to docs/results/lab/ (docs/lab.md).
+RUNS ?= 3
+# The runs write outside the tree and replace docs/results/lab/ at the end; the
+# raw samples (megabytes per run) are dropped, series.csv keeps the data.
+reproduce: build
+	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+	out=$$(mktemp -d /tmp/mrc-reproduce.XXXXXX); \
+	  $(BIN)/mrc-lab run --bin $(BIN) --times $(RUNS) --out $$out all; status=$$?; \
+	  find $$out -name samples.jsonl -delete; \
+	  rm -rf docs/results/lab && mkdir -p docs/results && cp -r $$out docs/results/lab && rm -rf $$out; exit $$status
 
 demo: build
 	@test -x testbed/demo.sh || { echo "make demo: the end-to-end demo is not built yet (needs mrc-nicd and mrc-write-bw; see README 'Status')"; exit 1; }

@@ -202,6 +202,17 @@ func (e *Engine) Connect(qpn wire.QPN, remote QPInfo) error {
 	if err != nil {
 		return err
 	}
+	if !e.liveQPTo(p) {
+		// A new session with the peer (first QP, or every earlier one
+		// gone: the peer may be a restarted engine whose port-status ids
+		// begin again at 1): its next update is applied whatever its id,
+		// and it is told which of our ports are down, since it may have
+		// missed that.
+		p.epApplied = false
+		if e.localUp != uint32(1)<<e.cfg.Planes-1 && !p.epPending {
+			e.startPortStatus(p)
+		}
+	}
 	return q.connect(remote, p)
 }
 
@@ -235,14 +246,18 @@ func (e *Engine) peerFor(addrs [wire.MaxPlanes]wire.Addr128) (*peer, error) {
 	}
 	e.resolveDeny(p)
 	p.cc.init(&e.cfg.CC, e.cfg.MTU)
-	if e.localUp != uint32(1)<<e.cfg.Planes-1 {
-		// A port is down already: the new peer assumes all are up, so
-		// tell it (the update is retried until answered, which also
-		// covers a peer that has not connected its side yet).
-		e.startPortStatus(p)
-	}
 	e.peers = append(e.peers, p)
 	return p, nil
+}
+
+// liveQPTo reports whether a connected QP to p exists.
+func (e *Engine) liveQPTo(p *peer) bool {
+	for _, q := range e.qpList {
+		if q.peer == p && q.state == QPReady {
+			return true
+		}
+	}
+	return false
 }
 
 // PostWrite queues an RDMA Write or Write-with-Immediate. Any other Op fails
@@ -456,7 +471,7 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 			}
 		}
 	}
-	e.ctrl.push(ctrlItem{kind: ctrlEPResp, peer: pr, port: port, ev: p.EV, reqID: uint16(p.PSN), epOp: p.Endpoint.Op, ts: p.Endpoint.Timestamp})
+	e.queueCtrl(ctrlItem{kind: ctrlEPResp, peer: pr, port: port, ev: p.EV, reqID: uint16(p.PSN), epOp: p.Endpoint.Op, ts: p.Endpoint.Timestamp})
 }
 
 // portRoom reports whether port has TX room for another data packet.

@@ -205,3 +205,106 @@ func TestReverseProbes(t *testing.T) {
 		t.Errorf("a reverse probe every %.0f ns with srtt %d", per, r.SRTT)
 	}
 }
+
+// TestBlackholedGroupProbeBudget: once a dead T0–T1 link has condemned its
+// group, the sender stops putting data into it, and its probes into the dead
+// link stay within one per probe interval for the whole group, not one per
+// ASSUMED_BAD EV. (On the testbed, probing each of the group's 36 EVs once
+// per srtt was ~7,000 fault drops per second per direction for the whole
+// fault: every drop after detection was a probe.) The link then comes back
+// and every EV of the group is GOOD again within a few probe intervals.
+func TestBlackholedGroupProbeBudget(t *testing.T) {
+	h := newHarness(t, hopts{seed: 52})
+	h.startTransfer(48<<20, 1<<20)
+	h.run(200*Microsecond, nil)
+
+	dead := func(ev wire.EV) bool { return ev.Plane() == 0 && ev.T1()%4 == 1 }
+	type count struct{ data, probes int }
+	var c count
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if (wire.Decoder{}).Decode(f, &p) != nil || !dead(p.EV) {
+			return false
+		}
+		if from == 0 {
+			switch {
+			case p.Opcode.IsData():
+				c.data++
+			case p.Opcode == wire.OpProbe:
+				c.probes++
+			}
+		}
+		return true
+	}
+	// Detection: every EV of the group ASSUMED_BAD (TestBlackholedPath
+	// bounds how fast); then a settling interval for what was in flight.
+	groupBad := func() bool {
+		n := 0
+		for _, e := range h.snap(0).EVs {
+			if dead(e.EV) {
+				if e.State != EVAssumedBad {
+					return false
+				}
+				n++
+			}
+		}
+		return n > 0
+	}
+	t0 := h.now
+	for h.now < t0+5*Millisecond && !groupBad() {
+		h.run(h.now+Microsecond, nil)
+	}
+	if !groupBad() {
+		t.Fatalf("the dead group was not condemned within %d ns", h.now-t0)
+	}
+	s := h.snap(0)
+	nBad := 0
+	for _, e := range s.EVs {
+		if dead(e.EV) {
+			nBad++
+		}
+	}
+	h.run(h.now+4*s.SRTT, nil)
+
+	c = count{}
+	tA := h.now
+	h.run(h.now+2*Millisecond, nil)
+	s = h.snap(0)
+	iv := max(s.SRTT, minProbeInterval)
+	// One probe per maxGroupProbeGap intervals for the one dead group, and
+	// the first ones of its backoff (1, 2, 4 intervals apart) if the window
+	// caught them.
+	budget := int((h.now-tA)/(maxGroupProbeGap*iv)) + 4
+	t.Logf("after detection, over %d ns (srtt %d, %d EVs in the dead group): %d data packets and %d probes into the dead link; budget %d probes",
+		h.now-tA, s.SRTT, nBad, c.data, c.probes, budget)
+	if c.data != 0 {
+		t.Errorf("%d data packets went into the dead link after its group was condemned", c.data)
+	}
+	if c.probes == 0 {
+		t.Errorf("no probe went into the dead link: the group would never come back")
+	}
+	if c.probes > budget {
+		t.Errorf("%d probes into the dead link in %d probe intervals, want at most %d: more than one per %d intervals for the group (%d EVs of it ASSUMED_BAD)",
+			c.probes, (h.now-tA)/iv, budget, maxGroupProbeGap, nBad)
+	}
+
+	// The link comes back: one answered probe clears the group and the
+	// rest of it is probed back at once.
+	h.Filter = nil
+	tB := h.now
+	allGood := func() bool {
+		for _, e := range h.snap(0).EVs {
+			if dead(e.EV) && e.State != EVGood {
+				return false
+			}
+		}
+		return true
+	}
+	for h.now < tB+20*iv && !allGood() {
+		h.run(h.now+iv/10, nil)
+	}
+	if !allGood() {
+		t.Errorf("EVs of the group still not GOOD %d ns (%d probe intervals) after the link came back", h.now-tB, (h.now-tB)/iv)
+	}
+	t.Logf("whole group GOOD %d ns after the link came back (probe interval %d)", h.now-tB, iv)
+}

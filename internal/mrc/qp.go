@@ -29,6 +29,7 @@ const (
 	maxProbes           = 64
 	revPerPlane         = 2
 	groupFails          = 2 // failures after the group's last ACK that condemn the group
+	maxGroupProbeGap    = 8 // probe intervals between probes of a condemned group, at most (groupProbeGap)
 
 	// A reverse EV validated (answered probe, or a SACK for our own data
 	// sent on it) within revFreshRTTs smoothed RTTs, and at least
@@ -146,6 +147,13 @@ type evGroup struct {
 	t1          uint8
 	lastAckSent Time // latest send time of a packet acknowledged through the group
 	fails       int  // EVs failed on packets sent after lastAckSent
+
+	// A condemned group (fails >= groupFails) is probed as one path
+	// (probeBad): its next probe goes at probeAt, and probeMiss counts the
+	// probes sent since its last answer, which stretch the gap
+	// (groupProbeGap).
+	probeAt   Time
+	probeMiss int
 }
 
 // txMsg is a posted WR.

@@ -507,6 +507,9 @@ var ErrNotAdmin = errors.New("only root (or mrc-nicd's user) may inspect or stee
 // ctlQP returns the QP a control command names, if caller may touch it.
 func (d *Daemon) ctlQP(caller service.Caller, cmd vproto.CtlCmd, qpn uint32) (*qpState, error) {
 	q := d.qps[wire.QPN(qpn)]
+	if q == nil && caller.Admin {
+		return nil, fmt.Errorf("%s: QP %#06x does not exist (mrcctl qps lists them)", cmd, qpn)
+	}
 	if q == nil || (!caller.Admin && q.owner != caller.Session) {
 		if q != nil {
 			d.c.badOwner.Add(1)

@@ -438,8 +438,12 @@ func (tb *testbed) fault(t *testing.T, target, op string) {
 // complete with every byte right, and the fault must have taken effect: the
 // switches it acts on count more fault drops than before (mrc-switchd's
 // per-port drops.fault), and a NIC port that went down sent (almost) nothing
-// while down. Bandwidth is logged, not asserted (machines are noisy);
-// docs/nic.md has measured numbers.
+// while down. With the blackhole, once the sender's EVs through the dead
+// link are all ASSUMED_BAD, only probes may go into it: its fault drops
+// over a window of the running transfer must stay a small share of what
+// the sender transmits, and no data may go on those EVs (blackhole_test.go).
+// Bandwidth is logged, not asserted (machines are noisy); docs/nic.md has
+// measured numbers.
 func TestTestbedFaults(t *testing.T) {
 	requireNetns(t)
 	tb := upTestbed(t, "clos-2p", "h0", "h3")
@@ -465,12 +469,18 @@ func TestTestbedFaults(t *testing.T) {
 			nicPort := f.target == "h0:p1"
 			drops0 := tb.faultDrops(t)
 			var tx0 [2]uint64 // h0's p0 and p1 transmitted frames once p1 is down
+			var bh *blackholeSample
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				time.Sleep(time.Second)
 				for _, target := range tb.targets(t, f.target) {
 					tb.fault(t, target, f.op)
+				}
+				if f.op == "blackhole" {
+					// h0's EVs through p0-t1-0: plane 0, T1 0.
+					s := tb.watchBlackhole(t, "h0", 0, 0, f.switches, time.Now())
+					bh = &s
 				}
 				if nicPort {
 					tb.waitPortState(t, "h0", "p1", "down")
@@ -495,6 +505,9 @@ func TestTestbedFaults(t *testing.T) {
 				t.Fatalf("no result row:\n%s", out)
 			}
 			t.Logf("%s: %s iterations, %s MiB/s, verified", f.name, m[2], m[4])
+			if bh != nil {
+				bh.check(t)
+			}
 			if nicPort {
 				// While p1 was down the engine must have sent on p0 only; a
 				// few frames may have been in flight when the carrier went.

@@ -168,6 +168,20 @@ func resolve(p *plan.Plan, target string) (ends []end, isSwitch *plan.Switch, er
 // its ports; hang stops a switch's data plane while mrc-switchd keeps
 // answering. With the kernel dataplane only down/up/clear exist (link state).
 func Fault(ctx context.Context, dir, target string, op Op, o Options) error {
+	return Faults(ctx, dir, []FaultReq{{Target: target, Op: op}}, o)
+}
+
+// FaultReq is one fault of a batch.
+type FaultReq struct {
+	Target string
+	Op     Op
+}
+
+// Faults applies several faults at once, in order, under one lock and one
+// state write, as Fault does for one: for experiments whose faults share a
+// time (mrc-lab). It stops at the first that fails; the ones before it stay
+// applied and recorded.
+func Faults(ctx context.Context, dir string, reqs []FaultReq, o Options) error {
 	o.defaults()
 	unlock, err := lock(dir)
 	if err != nil {
@@ -182,6 +196,15 @@ func Fault(ctx context.Context, dir, target string, op Op, o Options) error {
 	if err != nil {
 		return err
 	}
+	for _, r := range reqs {
+		if err = applyFault(ctx, p, st, r.Target, r.Op, o); err != nil {
+			break
+		}
+	}
+	return errors.Join(err, st.Save())
+}
+
+func applyFault(ctx context.Context, p *plan.Plan, st *State, target string, op Op, o Options) error {
 	ends, sw, err := resolve(p, target)
 	if err != nil {
 		return err
@@ -222,7 +245,7 @@ func Fault(ctx context.Context, dir, target string, op Op, o Options) error {
 		}
 	}
 	st.SetFault(target, op.String(), time.Now().UTC())
-	return st.Save()
+	return nil
 }
 
 func applyEnd(ctx context.Context, p *plan.Plan, e end, op Op, o Options) error {

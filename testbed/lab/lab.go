@@ -1,0 +1,798 @@
+// Package lab runs mrc-lab scenarios on the real testbed: it brings the
+// fabric up with every daemon (testbed/run), drives mrc-write-bw in the host
+// namespaces, applies the fault timeline at its times through the testbed's
+// fault API, samples telemetry while it runs, tears everything down (also
+// when ctx ends or anything fails) and computes the verdicts from the
+// sampled series. Writing the outputs is testbed/lab/report's job.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/softmrc/softmrc/internal/telemetry"
+	"github.com/softmrc/softmrc/nic/perf"
+	"github.com/softmrc/softmrc/testbed/lab/figure"
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+	"github.com/softmrc/softmrc/testbed/lab/verdict"
+	"github.com/softmrc/softmrc/testbed/plan"
+	"github.com/softmrc/softmrc/testbed/run"
+)
+
+// Options tune Run.
+type Options struct {
+	// BinDir holds the daemons and mrc-write-bw ("" = $MRC_BIN, then PATH).
+	BinDir string
+	// OutDir receives the raw samples and the tools' output.
+	OutDir string
+	// Progress gets a progress line while the scenario runs (nil: none).
+	Progress io.Writer
+	Log      *slog.Logger
+}
+
+// Applied is a fault of the timeline as it was applied.
+type Applied struct {
+	scenario.Fault
+	// Sent is when the request was made and T when it returned, relative
+	// to the traffic start.
+	Sent, T time.Duration
+	Err     error
+}
+
+// FlowResult is what a flow's mrc-write-bw reported.
+type FlowResult struct {
+	Flow scenario.Flow
+	// Average is the client's average goodput in MiB/s (0 if it failed).
+	Average    float64
+	Verified   bool
+	Mismatches uint64
+	Err        error
+}
+
+// Outcome is a finished scenario.
+type Outcome struct {
+	// Label names the run in reports (the scenario's name, or name-runN).
+	Label    string
+	Scenario *scenario.Scenario
+	Plan     *plan.Plan
+	Faults   []Applied
+	Flows    []FlowResult
+	Results  []verdict.Result
+	// Series are the derived series, Figures what to draw.
+	Series  map[string]series.Series
+	Figures []figure.Figure
+	Samples int
+	// RTT is the median smoothed RTT the senders' QPs reported (0: none).
+	RTT  time.Duration
+	Took time.Duration
+	// LoadBefore and LoadAfter are the machine's 1-minute load average
+	// when the run started and ended (2 vCPUs here).
+	LoadBefore, LoadAfter string
+	Err                   error // the run itself failed (bring-up, sampling, a fault)
+}
+
+// Pass is true when the run completed and every expectation passed.
+func (o *Outcome) Pass() bool {
+	if o.Err != nil || len(o.Results) == 0 {
+		return false
+	}
+	for _, r := range o.Results {
+		if !r.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// data implements verdict.Data.
+type data struct {
+	o   *Outcome
+	cap map[string]float64
+}
+
+func (d data) Series(name string) (series.Series, error) {
+	s, ok := d.o.Series[name]
+	if !ok {
+		return s, fmt.Errorf("series %s was not sampled in this run", name)
+	}
+	return s, nil
+}
+
+func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
+
+func (d data) RTT() time.Duration { return d.o.RTT }
+
+// FaultTime implements verdict.Data: faults[i] of the scenario file (not
+// the random ones) took effect when its batch's request returned.
+func (d data) FaultTime(i int) (sent, done, next time.Duration, ok bool) {
+	if i < 0 || i >= len(d.o.Scenario.Faults) {
+		return 0, 0, 0, false
+	}
+	want := d.o.Scenario.Faults[i]
+	next = d.o.Scenario.End()
+	for _, a := range d.o.Faults {
+		if ok && a.At > want.At {
+			return sent, done, a.Sent, true
+		}
+		if !ok && a.Line == want.Line && a.Target == want.Target && a.At == want.At && a.Err == nil {
+			sent, done, ok = a.Sent, a.T, true
+		}
+	}
+	return sent, done, next, ok
+}
+
+func (d data) ToolErrors() []string {
+	var out []string
+	for _, f := range d.o.Flows {
+		switch {
+		case f.Err != nil:
+			out = append(out, fmt.Sprintf("flow %s: %v", f.Flow.Name, f.Err))
+		case f.Mismatches > 0:
+			out = append(out, fmt.Sprintf("flow %s: %d bytes wrong (--verify)", f.Flow.Name, f.Mismatches))
+		case f.Flow.Verify && !f.Verified:
+			out = append(out, fmt.Sprintf("flow %s: --verify did not run", f.Flow.Name))
+		}
+	}
+	return out
+}
+
+func randPrefix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "lb" + hex.EncodeToString(b)
+}
+
+// Run runs one scenario. The testbed is always taken down before Run
+// returns, whatever happened.
+func Run(ctx context.Context, s *scenario.Scenario, o Options) *Outcome {
+	start := time.Now()
+	out := &Outcome{Label: s.Name, Scenario: s, Series: map[string]series.Series{}, LoadBefore: loadAvg()}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	out.Err = runScenario(ctx, s, o, out)
+	out.Took = time.Since(start)
+	out.LoadAfter = loadAvg()
+	return out
+}
+
+// loadAvg is the 1-minute load average (/proc/loadavg), to show how busy
+// the machine was; "" if unreadable.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outcome) (err error) {
+	wbw := run.FindBin(o.BinDir, "mrc-write-bw")
+	if wbw == "" {
+		return errors.New("mrc-write-bw not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin")
+	}
+	if run.FindBin(o.BinDir, "mrc-nicd") == "" {
+		return errors.New("mrc-nicd not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin")
+	}
+	tp, err := s.Topology.Resolve()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return err
+	}
+	prefix := randPrefix()
+	dir := filepath.Join(os.TempDir(), "mrc-lab-"+prefix)
+	pl, err := plan.Build(tp, plan.Options{Prefix: prefix, RunDir: dir})
+	if err != nil {
+		return err
+	}
+	out.Plan = pl
+	timeline, err := s.Timeline(pl)
+	if err != nil {
+		return err
+	}
+	progress(o, "[%s] bringing up %s (%d namespaces, prefix %s)", s.Name, tp.Source, len(pl.Namespaces), prefix)
+	defer func() {
+		// Tear down with a fresh context: ctx may be cancelled (Ctrl-C).
+		if _, serr := os.Stat(run.StatePath(dir)); serr == nil {
+			if derr := run.Down(dir, o.Log); derr != nil {
+				err = errors.Join(err, fmt.Errorf("tear down %s: %w (run `mrc-testbed down --dir %s`)", dir, derr, dir))
+			}
+		}
+	}()
+	if _, err := run.Up(ctx, pl, run.Options{BinDir: o.BinDir, Log: o.Log}); err != nil {
+		return fmt.Errorf("bring up the testbed: %w", err)
+	}
+
+	// Series: what the expectations and the figures need.
+	specs, err := seriesSpecs(s, pl)
+	if err != nil {
+		return err
+	}
+	sockets := map[string]string{}
+	for _, sp := range specs {
+		for _, k := range sp.ports {
+			sockets[k.sw.Name] = k.sw.CtlSock
+		}
+	}
+	for _, f := range s.Traffic {
+		for _, h := range []string{f.From, f.To} {
+			sockets[h] = run.NICSocket(pl.Host(h))
+		}
+	}
+	raw, err := os.Create(filepath.Join(o.OutDir, "samples.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	jl := series.NewJSONL(raw)
+	var counters series.Counters
+	var mu sync.Mutex
+	last := map[string]float64{}
+	lastT := map[string]int64{}
+	// The traffic's time zero is when data flows at every destination of
+	// the flows that start at once (mrc-write-bw's -D counts from the end
+	// of its handshake, which takes from 0.1 s to seconds on a loaded
+	// machine): the first sample by which each of them received
+	// StartBytes since the clients were launched.
+	var t0 int64
+	zero := make(chan struct{})
+	var startBase map[string]float64 // nil until the clients are launched
+	var waitFor []seriesSpec
+	for _, sp := range specs {
+		if !sp.rx || sp.plane >= 0 {
+			continue
+		}
+		for _, f := range s.Traffic {
+			if f.Start == 0 && "rx:"+f.To == sp.name {
+				waitFor = append(waitFor, sp)
+				break
+			}
+		}
+	}
+	sampledAll := make(chan struct{})
+	sampledAllDone := false
+	sampled := func() bool {
+		for _, sp := range waitFor {
+			for _, k := range sp.ports {
+				if _, ok := last[k.sw.Name+":"+k.port]; !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	moved := func(sp seriesSpec) float64 {
+		var d float64
+		for _, k := range sp.ports {
+			id := k.sw.Name + ":" + k.port
+			d += last[id] - startBase[id]
+		}
+		return d
+	}
+	var coverAt int64 = math.MaxInt64 // set when the traffic is over
+	covered := make(chan struct{})
+	sctx, stopSampling := context.WithCancel(context.Background())
+	defer stopSampling()
+	samplerDone := make(chan error, 1)
+	sampler := Telemetry{Sockets: sockets, Interval: s.Interval}
+	go func() {
+		samplerDone <- sampler.Run(sctx, func(smp series.Sample) {
+			mu.Lock()
+			defer mu.Unlock()
+			counters.Add(smp)
+			_ = jl.Write(smp)
+			out.Samples++
+			if smp.Kind != telemetry.KindSwitchPort {
+				return
+			}
+			id := smp.Source + ":" + smp.ID
+			last[id] = smp.Values[telemetry.KeyTxBytes]
+			lastT[id] = smp.T
+			if !sampledAllDone && sampled() {
+				sampledAllDone = true
+				close(sampledAll)
+			}
+			if startBase != nil && t0 == 0 {
+				flowing := true
+				for _, sp := range waitFor {
+					flowing = flowing && moved(sp) >= StartBytes
+				}
+				if flowing {
+					t0 = smp.T
+					close(zero)
+				}
+			}
+			if smp.T >= coverAt && coverAt > 0 {
+				for _, t := range lastT {
+					if t < coverAt {
+						return
+					}
+				}
+				coverAt = 0
+				close(covered)
+			}
+		})
+	}()
+
+	// The start detection compares counters with their values when the
+	// clients start: wait until every port it watches has been sampled.
+	select {
+	case <-sampledAll:
+	case err := <-samplerDone:
+		return fmt.Errorf("telemetry ended before the traffic started: %v", err)
+	case <-time.After(StartTimeout):
+		return fmt.Errorf("telemetry did not start within %v (no sample yet from a switch the run watches)", StartTimeout)
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted while telemetry started: %w", ctx.Err())
+	}
+
+	// Traffic: servers first (each on its own out-of-band port), then the
+	// clients at their start times. t0 is the traffic start.
+	end := s.End()
+	tctx, cancelTraffic := context.WithTimeout(ctx, end+60*time.Second)
+	defer cancelTraffic()
+	out.Flows = make([]FlowResult, len(s.Traffic))
+	srvErrs := make([]error, len(s.Traffic))
+	var wg sync.WaitGroup
+	for i, f := range s.Traffic {
+		out.Flows[i].Flow = f
+		port := strconv.Itoa(perf.DefaultPort + 1 + i)
+		srv, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".server.txt"))
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		dst := pl.Host(f.To)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run.Exec(tctx, dir, dst.Name, []string{wbw, "-d", run.NICSocket(dst), "-p", port}, nil, srv, srv); err != nil {
+				srvErrs[i] = fmt.Errorf("server on %s: %w (see %s)", dst.Name, err, srv.Name())
+			}
+		}()
+	}
+	mu.Lock()
+	startBase = maps.Clone(last)
+	launched := Monotonic()
+	if len(waitFor) == 0 {
+		t0 = launched
+		close(zero)
+	}
+	mu.Unlock()
+	rel := func() time.Duration { return time.Duration(Monotonic() - t0) }
+	for i, f := range s.Traffic {
+		src, dst := pl.Host(f.From), pl.Host(f.To)
+		args := []string{wbw, "-d", run.NICSocket(src), "-p", strconv.Itoa(perf.DefaultPort + 1 + i), "-s", strconv.Itoa(f.Size),
+			"-q", strconv.Itoa(f.QPs), "-t", strconv.Itoa(f.TxDepth), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json"}
+		if f.Verify {
+			args = append(args, "--verify")
+		}
+		args = append(args, dst.MgmtAddr.Addr().String())
+		cli, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".client.json"))
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		cliErr, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".client.txt"))
+		if err != nil {
+			return err
+		}
+		defer cliErr.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if f.Start > 0 {
+				select {
+				case <-zero:
+				case <-tctx.Done():
+					return
+				}
+				if !sleepUntil(tctx, t0, f.Start) {
+					return
+				}
+			}
+			err := run.Exec(tctx, dir, src.Name, args, nil, cli, cliErr)
+			r := &out.Flows[i]
+			if err != nil {
+				r.Err = fmt.Errorf("client on %s: %w (see %s)", src.Name, err, cliErr.Name())
+				return
+			}
+			r.Average, r.Verified, r.Mismatches, r.Err = readBW(cli.Name())
+		}()
+	}
+
+	progress(o, "[%s] clients started; waiting for data to arrive at %d destination(s)", s.Name, len(waitFor))
+	select {
+	case <-zero:
+		progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+	case <-time.After(StartTimeout):
+		cancelTraffic()
+		<-flowsDoneAfter(&wg)
+		return fmt.Errorf("no data arrived within %v of starting the clients (see the flow-*.txt files in %s)", StartTimeout, o.OutDir)
+	case <-ctx.Done():
+		cancelTraffic()
+		<-flowsDoneAfter(&wg)
+		return fmt.Errorf("interrupted while the traffic started: %w", ctx.Err())
+	}
+
+	// The fault timeline. No new batch starts once the traffic is over
+	// (stopFaults), but one under way finishes: only Ctrl-C (ctx) cuts it.
+	faultsDone := make(chan struct{})
+	fctx, stopFaults := context.WithCancel(tctx)
+	defer stopFaults()
+	go func() {
+		defer close(faultsDone)
+		// Faults planned for the same time go in one batch (one lock, one
+		// state write), so they take effect together.
+		for i := 0; i < len(timeline); {
+			j := i + 1
+			for j < len(timeline) && timeline[j].At == timeline[i].At {
+				j++
+			}
+			if !sleepUntil(fctx, t0, timeline[i].At) {
+				return
+			}
+			var reqs []run.FaultReq
+			for _, f := range timeline[i:j] {
+				reqs = append(reqs, run.FaultReq{Target: f.Target, Op: f.Op})
+			}
+			sent := rel()
+			ferr := run.Faults(ctx, dir, reqs, run.Options{BinDir: o.BinDir, Log: o.Log})
+			mu.Lock()
+			for _, f := range timeline[i:j] {
+				out.Faults = append(out.Faults, Applied{Fault: f, Sent: sent, T: rel(), Err: ferr})
+			}
+			mu.Unlock()
+			if ferr != nil {
+				o.Log.Error("fault failed", "at", timeline[i].At, "err", ferr)
+			}
+			i = j
+		}
+	}()
+
+	// Progress while the traffic runs.
+	flowsDone := make(chan struct{})
+	go func() { wg.Wait(); close(flowsDone) }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	prev, prevT := map[string]float64{}, Monotonic()
+wait:
+	for {
+		select {
+		case <-flowsDone:
+			break wait
+		case <-ctx.Done():
+			cancelTraffic()
+			<-flowsDone
+			return fmt.Errorf("interrupted at %v: %w", rel().Round(time.Millisecond), ctx.Err())
+		case <-tick.C:
+			mu.Lock()
+			now := Monotonic()
+			var parts []string
+			for _, sp := range specs {
+				if !sp.rx || sp.plane >= 0 {
+					continue
+				}
+				var sum float64
+				for _, k := range sp.ports {
+					id := k.sw.Name + ":" + k.port
+					sum += last[id] - prev[id]
+				}
+				parts = append(parts, fmt.Sprintf("%s %.1f Mbit/s", sp.name, sum*8/(float64(now-prevT)/1e9)/1e6))
+			}
+			for k, v := range last {
+				prev[k] = v
+			}
+			prevT = now
+			nf, ns := len(out.Faults), out.Samples
+			mu.Unlock()
+			progress(o, "[%s] t=%.1fs/%v  %s  faults %d/%d  samples %d", s.Name, rel().Seconds(), end, strings.Join(parts, "  "), nf, len(timeline), ns)
+		}
+	}
+	stopFaults()
+	<-faultsDone
+	cancelTraffic()
+	for i, e := range srvErrs {
+		if out.Flows[i].Err == nil {
+			out.Flows[i].Err = e
+		}
+	}
+	// Sample until every sampled object has a sample past the end, so
+	// that the last step of every series is covered.
+	mu.Lock()
+	coverAt = t0 + int64(end) + int64(s.Interval)
+	mu.Unlock()
+	select {
+	case <-covered:
+	case <-time.After(2 * time.Second):
+		return errors.New("sampling stalled: no sample after the end of the traffic within 2 s")
+	}
+	stopSampling()
+	if err := <-samplerDone; err != nil {
+		return fmt.Errorf("sampling: %w", err)
+	}
+	for _, f := range out.Faults {
+		if f.Err != nil {
+			return fmt.Errorf("fault %s %s at %v: %w", f.Target, f.Op, f.At, f.Err)
+		}
+	}
+	if len(out.Faults) < len(timeline) {
+		n := len(out.Faults)
+		why := "the flows ran shorter than the timeline after time zero"
+		if timeline[n].At < end && n > 0 {
+			last := out.Faults[n-1]
+			why = fmt.Sprintf("the faults fell behind: the last one applied, planned at %v, was requested at %v and returned at %v", last.At, last.Sent.Round(time.Millisecond), last.T.Round(time.Millisecond))
+		}
+		return fmt.Errorf("only %d of %d faults applied before the traffic ended at %v (the next was planned at %v): %s", n, len(timeline), rel().Round(time.Millisecond), timeline[n].At, why)
+	}
+
+	// Series, figures, verdicts.
+	caps := map[string]float64{}
+	for _, sp := range specs {
+		var keys []string
+		for _, k := range sp.ports {
+			keys = append(keys, series.Key(k.sw.Name, k.port, telemetry.KeyTxBytes))
+		}
+		if sp.goodput {
+			keys = counters.Keys(sp.host, telemetry.KeyAckedBytes)
+			if len(keys) == 0 {
+				o.Log.Warn("no QP telemetry from a sending host; no goodput series", "host", sp.host)
+				continue
+			}
+		}
+		ser, err := counters.Rate(sp.name, "bit/s", keys, t0, t0+int64(end), s.Interval, 8)
+		if err != nil {
+			return err
+		}
+		out.Series[sp.name] = ser
+		caps[sp.name] = sp.capacity
+	}
+	var marks []figure.Mark
+	for _, f := range out.Faults {
+		marks = append(marks, figure.Mark{T: f.T, Label: f.Target + " " + f.Op.String()})
+	}
+	for _, sp := range specs {
+		if !sp.rx || sp.plane >= 0 {
+			continue
+		}
+		fig := figure.Figure{Title: fmt.Sprintf("%s: bandwidth arriving at %s (switch egress, %v samples)", s.Name, sp.host, s.Interval), Marks: marks}
+		fig.Series = append(fig.Series, out.Series[sp.name])
+		for p := 0; p < pl.Planes; p++ {
+			fig.Series = append(fig.Series, out.Series[fmt.Sprintf("%s:p%d", sp.name, p)])
+		}
+		// The goodput of the flows into this host, when it is the only
+		// destination of their sender (else the sender's goodput mixes
+		// destinations).
+		for _, f := range s.Traffic {
+			if "rx:"+f.To != sp.name {
+				continue
+			}
+			only := true
+			for _, g := range s.Traffic {
+				only = only && (g.From != f.From || g.To == f.To)
+			}
+			if g, ok := out.Series["goodput:"+f.From]; ok && only {
+				fig.Series = append(fig.Series, g)
+			}
+		}
+		out.Figures = append(out.Figures, fig)
+	}
+	// The flows' RTT: the median of the senders' QP srtt readings over
+	// the run, to express recovery times in RTTs.
+	var rtts []float64
+	for _, f := range s.Traffic {
+		for _, v := range counters.Values(counters.Keys(f.From, telemetry.KeySRTT), t0, t0+int64(end)) {
+			if v > 0 {
+				rtts = append(rtts, v)
+			}
+		}
+	}
+	if len(rtts) > 0 {
+		slices.Sort(rtts)
+		out.RTT = time.Duration(rtts[len(rtts)/2])
+	}
+	out.Results = verdict.CheckAll(s, data{o: out, cap: caps})
+	return nil
+}
+
+// StartBytes is how much must have arrived at a destination for its flow
+// to count as started; StartTimeout bounds the wait.
+const (
+	StartBytes   = 64 << 10
+	StartTimeout = 30 * time.Second
+)
+
+func flowsDoneAfter(wg *sync.WaitGroup) chan struct{} {
+	c := make(chan struct{})
+	go func() { wg.Wait(); close(c) }()
+	return c
+}
+
+// sleepUntil waits until t0+at; false if ctx ended first.
+func sleepUntil(ctx context.Context, t0 int64, at time.Duration) bool {
+	d := time.Duration(t0 + int64(at) - Monotonic())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func readBW(path string) (avg float64, verified bool, mismatches uint64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	var doc struct {
+		Results []perf.BWResult `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) == 0 {
+		return 0, false, 0, fmt.Errorf("mrc-write-bw --json output %s unreadable: %v", path, err)
+	}
+	r := doc.Results[len(doc.Results)-1]
+	return r.Average, r.Verified, r.Mismatches, nil
+}
+
+type portRef struct {
+	sw   *plan.Switch
+	port string
+}
+
+type seriesSpec struct {
+	name     string
+	rx       bool
+	goodput  bool // from the QPs' acked_bytes of host
+	host     string
+	plane    int // -1: every plane
+	ports    []portRef
+	capacity float64 // bit/s, 0 = unmodelled
+}
+
+// seriesSpecs lists the series of a run: rx:H and rx:H:pP for every flow
+// destination, plus every series an expectation names.
+func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
+	crossT1 := map[string]bool{}
+	for _, f := range s.Traffic {
+		if pl.Host(f.From).T0 != pl.Host(f.To).T0 {
+			crossT1[f.To] = true
+		}
+	}
+	var names []string
+	for _, f := range s.Traffic {
+		if !slices.Contains(names, "rx:"+f.To) {
+			names = append(names, "rx:"+f.To)
+			for p := 0; p < pl.Planes; p++ {
+				names = append(names, fmt.Sprintf("rx:%s:p%d", f.To, p))
+			}
+		}
+	}
+	for _, f := range s.Traffic {
+		if !slices.Contains(names, "goodput:"+f.From) {
+			names = append(names, "goodput:"+f.From)
+		}
+	}
+	for _, e := range s.Expect {
+		if e.Series != "" && !slices.Contains(names, e.Series) {
+			names = append(names, e.Series)
+		}
+	}
+	var out []seriesSpec
+	for _, n := range names {
+		sp, err := specFor(pl, n, crossT1[strings.Split(n, ":")[1]])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+// downlink is the T0 port facing host h in plane p.
+func downlink(pl *plan.Plan, h string, p int) (portRef, *plan.Port, error) {
+	peer := fmt.Sprintf("%s:p%d", h, p)
+	for i := range pl.Switches {
+		sw := &pl.Switches[i]
+		if sw.Role != plan.KindT0 || sw.Plane != p {
+			continue
+		}
+		for j := range sw.Ports {
+			if sw.Ports[j].Peer == peer {
+				return portRef{sw, sw.Ports[j].Ifname}, &sw.Ports[j], nil
+			}
+		}
+	}
+	return portRef{}, nil, fmt.Errorf("no T0 port faces %s", peer)
+}
+
+// specFor derives a series' ports and emulated capacity. crossT1 says
+// whether traffic into a host crosses a T1: then a plane into it carries at
+// most the smaller of its downlink and its T0's fabric ports (the T1 → T0
+// links, same model) when those are modelled.
+func specFor(pl *plan.Plan, name string, crossT1 bool) (seriesSpec, error) {
+	if err := scenario.CheckSeries(pl, name); err != nil {
+		return seriesSpec{}, err
+	}
+	parts := strings.Split(name, ":")
+	sp := seriesSpec{name: name, plane: -1}
+	switch parts[0] {
+	case "rx":
+		sp.rx, sp.host = true, parts[1]
+		planes := make([]int, 0, pl.Planes)
+		if len(parts) == 3 {
+			p, _ := strconv.Atoi(strings.TrimPrefix(parts[2], "p"))
+			sp.plane = p
+			planes = append(planes, p)
+		} else {
+			for p := 0; p < pl.Planes; p++ {
+				planes = append(planes, p)
+			}
+		}
+		for _, p := range planes {
+			ref, port, err := downlink(pl, sp.host, p)
+			if err != nil {
+				return sp, err
+			}
+			sp.ports = append(sp.ports, ref)
+			c := float64(port.Model.CapacityBps)
+			if crossT1 {
+				var fab float64
+				for _, fp := range ref.sw.Ports {
+					if fp.Role == "fabric" {
+						if fp.Model.CapacityBps == 0 {
+							fab = 0
+							break
+						}
+						fab += float64(fp.Model.CapacityBps)
+					}
+				}
+				if fab > 0 && (c == 0 || fab < c) {
+					c = fab
+				}
+			}
+			sp.capacity += c
+		}
+	case "goodput":
+		sp.goodput, sp.host = true, parts[1]
+		sp.capacity = float64(pl.HostCapacityBps) * float64(pl.Planes)
+	case "tx":
+		sw := pl.Switch(parts[1])
+		port := sw.Port(parts[2])
+		sp.ports = []portRef{{sw, port.Ifname}}
+		sp.capacity = float64(port.Model.CapacityBps)
+	}
+	return sp, nil
+}
+
+func progress(o Options, format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}

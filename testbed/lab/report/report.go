@@ -1,0 +1,208 @@
+// Package report writes what an mrc-lab run produced: the series as CSV,
+// one PNG per series group and report.md (claim, measured value, bounds,
+// PASS/FAIL, figures), and the combined report of several scenarios.
+package report
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot/vg"
+
+	"github.com/softmrc/softmrc/testbed/lab"
+	"github.com/softmrc/softmrc/testbed/lab/figure"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+)
+
+// Write puts series.csv, the figures and report.md into dir and returns the
+// report's path.
+func Write(dir string, o *lab.Outcome) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	var names []string
+	for n := range o.Series {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) > 0 {
+		var ss []series.Series
+		for _, n := range names {
+			ss = append(ss, o.Series[n])
+		}
+		f, err := os.Create(filepath.Join(dir, "series.csv"))
+		if err != nil {
+			return "", err
+		}
+		err = series.WriteCSV(f, ss)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	var figs []string
+	for _, fg := range o.Figures {
+		name := "fig-" + sanitize(fg.Series[0].Name) + ".png"
+		if err := figure.Save(fg, filepath.Join(dir, name), 8*vg.Inch, 3.5*vg.Inch); err != nil {
+			return "", err
+		}
+		figs = append(figs, name)
+	}
+	path := filepath.Join(dir, "report.md")
+	return path, os.WriteFile(path, []byte(Markdown(o, figs, "")), 0o644)
+}
+
+func sanitize(s string) string {
+	return strings.NewReplacer(":", "-", "/", "-", " ", "-").Replace(s)
+}
+
+// Verdict is PASS, FAIL or ERROR (the run itself failed).
+func Verdict(o *lab.Outcome) string {
+	switch {
+	case o.Err != nil:
+		return "ERROR"
+	case o.Pass():
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func value(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "not measured"
+	case math.IsInf(v, 1):
+		return "never"
+	case unit == "ratio":
+		return fmt.Sprintf("%.3f", v)
+	case unit == "ms":
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%g %s", v, unit)
+}
+
+// Markdown is one scenario's report; figures are paths relative to the
+// report, prefixed with figDir.
+func Markdown(o *lab.Outcome, figs []string, figDir string) string {
+	s := o.Scenario
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s — %s\n\n", label(o), Verdict(o))
+	if s.Title != "" {
+		fmt.Fprintf(&b, "%s\n\n", s.Title)
+	}
+	if s.Why != "" {
+		fmt.Fprintf(&b, "*Why these numbers:* %s\n\n", strings.TrimSpace(s.Why))
+	}
+	top := s.Topology.Preset
+	if top == "" {
+		top = s.Topology.File
+	}
+	fmt.Fprintf(&b, "Topology %s; sampling every %v; %d samples; %d faults applied; took %v; load average %s → %s. Scenario file `%s`.\n\n",
+		top, s.Interval, o.Samples, len(o.Faults), o.Took.Round(100*time.Millisecond), o.LoadBefore, o.LoadAfter, s.Source)
+	if o.RTT > 0 {
+		fmt.Fprintf(&b, "Median smoothed RTT of the senders' QPs: %v.\n\n", o.RTT.Round(time.Microsecond))
+	}
+	if o.Err != nil {
+		fmt.Fprintf(&b, "**The run failed:** %v\n\n", o.Err)
+	}
+	if len(o.Results) > 0 {
+		b.WriteString("| claim | metric | measured | passes if | verdict | how it was measured |\n|---|---|---|---|---|---|\n")
+		for _, r := range o.Results {
+			v := "FAIL"
+			if r.Pass {
+				v = "PASS"
+			}
+			m := r.Metric
+			if r.Series != "" {
+				m += " of `" + r.Series + "`"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | **%s** | %s |\n", r.Claim, m, value(r.Measured, r.Unit), r.Bounds, v, strings.ReplaceAll(r.Detail, "|", "/"))
+		}
+		b.WriteString("\n")
+	}
+	if len(o.Flows) > 0 {
+		b.WriteString("| flow | from → to | QPs × size | duration | mrc-write-bw average | verify |\n|---|---|---|---|---|---|\n")
+		for _, f := range o.Flows {
+			st := "off"
+			switch {
+			case f.Err != nil:
+				st = "error: " + f.Err.Error()
+			case f.Verified && f.Mismatches == 0:
+				st = "every byte right"
+			case f.Verified:
+				st = fmt.Sprintf("%d bytes wrong", f.Mismatches)
+			}
+			fmt.Fprintf(&b, "| %s | %s → %s | %d × %d B | %v from %v | %.1f MiB/s | %s |\n", f.Flow.Name, f.Flow.From, f.Flow.To, f.Flow.QPs, f.Flow.Size, f.Flow.Duration, f.Flow.Start, f.Average, st)
+		}
+		b.WriteString("\n")
+	}
+	if len(o.Faults) > 0 {
+		b.WriteString("Faults (planned → requested..returned, relative to the traffic start): ")
+		var fs []string
+		for _, f := range o.Faults {
+			fs = append(fs, fmt.Sprintf("%v→%v..%v %s %s", f.At, f.Sent.Round(time.Millisecond), f.T.Round(time.Millisecond), f.Target, f.Op))
+		}
+		b.WriteString(strings.Join(fs, "; "))
+		b.WriteString(".\n\n")
+	}
+	for _, f := range figs {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", f, filepath.Join(figDir, f))
+	}
+	return b.String()
+}
+
+func label(o *lab.Outcome) string {
+	if o.Label != "" {
+		return o.Label
+	}
+	return o.Scenario.Name
+}
+
+// Tally counts, per scenario, the runs whose every claim passed.
+func Tally(outs []*lab.Outcome) string {
+	var names []string
+	pass, runs := map[string]int{}, map[string]int{}
+	for _, o := range outs {
+		n := o.Scenario.Name
+		if runs[n] == 0 {
+			names = append(names, n)
+		}
+		runs[n]++
+		if o.Pass() {
+			pass[n]++
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| scenario | runs with every claim passing |\n|---|---|\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s | %d of %d |\n", n, pass[n], runs[n])
+	}
+	return b.String()
+}
+
+// Summary is one row per scenario for the combined report.
+func Summary(outs []*lab.Outcome) string {
+	var b strings.Builder
+	b.WriteString("| scenario | claim | measured | passes if | verdict |\n|---|---|---|---|---|\n")
+	for _, o := range outs {
+		if o.Err != nil {
+			fmt.Fprintf(&b, "| %s | (run failed) | %s | | **ERROR** |\n", label(o), strings.ReplaceAll(o.Err.Error(), "|", "/"))
+			continue
+		}
+		for _, r := range o.Results {
+			v := "FAIL"
+			if r.Pass {
+				v = "PASS"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | **%s** |\n", label(o), r.Claim, value(r.Measured, r.Unit), r.Bounds, v)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,760 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/softmrc/softmrc/testbed/plan"
+	"github.com/softmrc/softmrc/testbed/run"
+	"github.com/softmrc/softmrc/testbed/topo"
+)
+
+// Error is a problem in a scenario file: where, which field, what is wrong
+// and what is allowed. It prints as "file:line: field: msg (allowed: ...)".
+type Error = topo.Error
+
+// Load reads and validates a scenario file.
+func Load(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return Parse(path, b)
+}
+
+var (
+	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
+	topoFields   = []string{"preset", "file", "links"}
+	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
+	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth"}
+	faultFields  = []string{"at", "target", "op"}
+	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
+	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
+	// Tools are the traffic generators a flow may name.
+	Tools = []string{"mrc-write-bw"}
+	// TargetClasses are what random_faults.targets may name besides
+	// target names.
+	TargetClasses = []string{"host-links", "fabric-links", "nic-ports", "t1-switches"}
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
+
+// Parse decodes and validates a scenario; file names the source in errors
+// and anchors a relative topology file.
+func Parse(file string, data []byte) (*Scenario, error) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: file, Msg: "empty scenario file", Allowed: strings.Join(topFields, ", ")}
+		}
+		return nil, yamlError(file, err)
+	}
+	p := &parser{file: file}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		line := 0
+		if len(doc.Content) > 0 {
+			line = doc.Content[0].Line
+		}
+		return nil, &Error{File: file, Line: line, Msg: "the file must be a YAML mapping of scenario fields", Allowed: strings.Join(topFields, ", ")}
+	}
+	s := &Scenario{Source: file, Interval: 10 * time.Millisecond}
+	if err := p.top(s, doc.Content[0]); err != nil {
+		return nil, err
+	}
+	if err := p.validate(s, doc.Content[0]); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+type parser struct {
+	file string
+}
+
+func (p *parser) err(n *yaml.Node, field, allowed, format string, args ...any) error {
+	return &Error{File: p.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
+}
+
+func (p *parser) mapping(n *yaml.Node, field string, allowed []string, each func(key string, v *yaml.Node) error) error {
+	if n.Kind != yaml.MappingNode {
+		return p.err(n, field, "a mapping of "+strings.Join(allowed, ", "), "expected a mapping, found %s", kindName(n))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		path := k.Value
+		if field != "" {
+			path = field + "." + k.Value
+		}
+		if !slices.Contains(allowed, k.Value) {
+			return p.err(k, path, strings.Join(allowed, ", "), "unknown field %q", k.Value)
+		}
+		if seen[k.Value] {
+			return p.err(k, path, "", "field given twice")
+		}
+		seen[k.Value] = true
+		if err := each(k.Value, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) list(n *yaml.Node, field string, each func(i int, v *yaml.Node) error) error {
+	if n.Kind != yaml.SequenceNode {
+		return p.err(n, field, "a list", "expected a list, found %s", kindName(n))
+	}
+	for i, v := range n.Content {
+		if err := each(i, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) top(s *Scenario, n *yaml.Node) error {
+	return p.mapping(n, "", topFields, func(k string, v *yaml.Node) error {
+		var err error
+		switch k {
+		case "name":
+			if s.Name, err = p.str(v, k); err == nil && !nameRE.MatchString(s.Name) {
+				err = p.err(v, k, "1-40 characters [a-z0-9_-], starting with a letter or digit", "bad name %q", s.Name)
+			}
+		case "title":
+			s.Title, err = p.str(v, k)
+		case "why":
+			s.Why, err = p.str(v, k)
+		case "topology":
+			err = p.topology(&s.Topology, v)
+		case "traffic":
+			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+				f, err := p.flow(vv, fmt.Sprintf("traffic[%d]", i))
+				s.Traffic = append(s.Traffic, f)
+				return err
+			})
+		case "faults":
+			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+				f, err := p.fault(vv, fmt.Sprintf("faults[%d]", i))
+				s.Faults = append(s.Faults, f)
+				return err
+			})
+		case "random_faults":
+			s.Random = &RandomFaults{Line: v.Line}
+			err = p.random(s.Random, v)
+		case "sampling":
+			err = p.mapping(v, k, []string{"interval"}, func(_ string, vv *yaml.Node) error {
+				var err error
+				s.Interval, err = p.dur(vv, "sampling.interval", time.Millisecond, time.Second)
+				return err
+			})
+		case "duration":
+			s.Duration, err = p.dur(v, k, time.Second, 10*time.Minute)
+		case "expect":
+			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+				e, err := p.expect(vv, fmt.Sprintf("expect[%d]", i))
+				s.Expect = append(s.Expect, e)
+				return err
+			})
+		}
+		return err
+	})
+}
+
+func (p *parser) topology(t *Topology, n *yaml.Node) error {
+	return p.mapping(n, "topology", topoFields, func(k string, v *yaml.Node) error {
+		var err error
+		switch k {
+		case "preset":
+			t.Preset, err = p.enum(v, "topology.preset", topo.Presets()...)
+		case "file":
+			t.File, err = p.str(v, "topology.file")
+			if err == nil && !filepath.IsAbs(t.File) {
+				t.File = filepath.Join(filepath.Dir(p.file), t.File)
+			}
+		case "links":
+			err = p.mapping(v, "topology.links", []string{"fabric", "host"}, func(kk string, vv *yaml.Node) error {
+				if kk == "fabric" {
+					t.SetFabric = true
+					return p.link(&t.Fabric, vv, "topology.links.fabric")
+				}
+				t.SetHost = true
+				return p.link(&t.Host, vv, "topology.links.host")
+			})
+		}
+		return err
+	})
+}
+
+func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
+	return p.mapping(n, field, linkFields, func(k string, v *yaml.Node) error {
+		path := field + "." + k
+		s, err := p.str(v, path)
+		if err != nil {
+			return err
+		}
+		if k == "capacity" {
+			if l.CapacityBps, err = topo.ParseRate(s); err != nil {
+				return p.err(v, path, "a rate such as 400Mbit, 100Mbit, 25000000 (bit/s) or 0 for unlimited", "%v", err)
+			}
+			return nil
+		}
+		x, err := topo.ParseBytes(s)
+		if err != nil {
+			return p.err(v, path, "a size such as 64KiB, 1MiB, 9000 (bytes) or 0 for off", "%v", err)
+		}
+		switch k {
+		case "ecn_threshold":
+			l.ECNThreshold = x
+		case "trim_threshold":
+			l.TrimThreshold = x
+		case "buffer":
+			l.Buffer = x
+		}
+		return nil
+	})
+}
+
+func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
+	f := Flow{QPs: 1, Size: 32 << 10, Tool: "mrc-write-bw", TxDepth: 16, Line: n.Line}
+	err := p.mapping(n, field, flowFields, func(k string, v *yaml.Node) error {
+		path := field + "." + k
+		var err error
+		switch k {
+		case "name":
+			if f.Name, err = p.str(v, path); err == nil && !nameRE.MatchString(f.Name) {
+				err = p.err(v, path, "1-40 characters [a-z0-9_-]", "bad flow name %q", f.Name)
+			}
+		case "from":
+			f.From, err = p.host(v, path)
+		case "to":
+			f.To, err = p.host(v, path)
+		case "qps":
+			f.QPs, err = p.intIn(v, path, 1, 256)
+		case "size":
+			var s string
+			if s, err = p.str(v, path); err == nil {
+				x, perr := topo.ParseBytes(s)
+				if perr != nil || x < 1 || x > 1<<30 {
+					err = p.err(v, path, "a message size from 1 B to 1GiB, e.g. 32KiB", "bad size %q", s)
+				}
+				f.Size = int(x)
+			}
+		case "tool":
+			f.Tool, err = p.enum(v, path, Tools...)
+		case "start":
+			f.Start, err = p.dur(v, path, 0, 10*time.Minute)
+		case "duration":
+			if f.Duration, err = p.dur(v, path, time.Second, 10*time.Minute); err == nil && f.Duration%time.Second != 0 {
+				err = p.err(v, path, "whole seconds (mrc-write-bw -D takes seconds), e.g. 3s", "%v is not a whole number of seconds", f.Duration)
+			}
+		case "verify":
+			f.Verify, err = p.boolean(v, path)
+		case "tx_depth":
+			f.TxDepth, err = p.intIn(v, path, 1, 8192)
+		}
+		return err
+	})
+	if err == nil {
+		for _, req := range []struct {
+			set  bool
+			name string
+		}{{f.Name != "", "name"}, {f.From != "", "from"}, {f.To != "", "to"}, {f.Duration > 0, "duration"}} {
+			if !req.set {
+				return f, p.err(n, field+"."+req.name, "", "missing (a flow needs name, from, to and duration)")
+			}
+		}
+		if f.From == f.To {
+			return f, p.err(n, field+".to", "a host other than from", "flow %s goes from %s to itself", f.Name, f.From)
+		}
+	}
+	return f, err
+}
+
+var hostRE = regexp.MustCompile(`^h[0-9]{1,4}$`)
+
+func (p *parser) host(n *yaml.Node, field string) (string, error) {
+	s, err := p.str(n, field)
+	if err == nil && !hostRE.MatchString(s) {
+		err = p.err(n, field, "a host name h0, h1, ...", "bad host %q", s)
+	}
+	return s, err
+}
+
+func (p *parser) fault(n *yaml.Node, field string) (Fault, error) {
+	f := Fault{At: -1, Line: n.Line}
+	err := p.mapping(n, field, faultFields, func(k string, v *yaml.Node) error {
+		path := field + "." + k
+		var err error
+		switch k {
+		case "at":
+			f.At, err = p.dur(v, path, 0, 10*time.Minute)
+		case "target":
+			f.Target, err = p.str(v, path)
+		case "op":
+			f.Op, err = p.op(v, path)
+		}
+		return err
+	})
+	if err == nil {
+		switch {
+		case f.At < 0:
+			err = p.err(n, field+".at", "a duration from the traffic start, e.g. 2.5s", "missing")
+		case f.Target == "":
+			err = p.err(n, field+".target", "a link (h0--p0-t0-0), NIC port (h0:p1), switch port (p0-t0-0:u1) or switch (p0-t1-1)", "missing")
+		case f.Op.Kind == "":
+			err = p.err(n, field+".op", run.OpsHelp, "missing")
+		}
+	}
+	return f, err
+}
+
+func (p *parser) op(n *yaml.Node, field string) (run.Op, error) {
+	s, err := p.str(n, field)
+	if err != nil {
+		return run.Op{}, err
+	}
+	o, err := run.ParseOp(s)
+	if err != nil {
+		return o, p.err(n, field, run.OpsHelp, "bad op %q", s)
+	}
+	return o, nil
+}
+
+func (p *parser) random(r *RandomFaults, n *yaml.Node) error {
+	err := p.mapping(n, "random_faults", randomFields, func(k string, v *yaml.Node) error {
+		path := "random_faults." + k
+		var err error
+		switch k {
+		case "seed":
+			var x int
+			x, err = p.intIn(v, path, 0, math.MaxInt32)
+			r.Seed = int64(x)
+		case "from":
+			r.From, err = p.dur(v, path, 0, 10*time.Minute)
+		case "until":
+			r.Until, err = p.dur(v, path, 0, 10*time.Minute)
+		case "every":
+			var w Window
+			if w, err = p.window(v, path); err == nil {
+				r.MinGap, r.MaxGap = w.From, w.To
+				if r.MinGap < 10*time.Millisecond {
+					err = p.err(v, path, "MIN..MAX with MIN ≥ 10ms, e.g. 100ms..500ms", "gap %v is too short", r.MinGap)
+				}
+			}
+		case "hold":
+			r.Hold, err = p.dur(v, path, 10*time.Millisecond, time.Minute)
+		case "targets":
+			err = p.list(v, path, func(i int, vv *yaml.Node) error {
+				s, err := p.str(vv, fmt.Sprintf("%s[%d]", path, i))
+				r.Targets = append(r.Targets, s)
+				return err
+			})
+		case "ops":
+			err = p.list(v, path, func(i int, vv *yaml.Node) error {
+				o, err := p.op(vv, fmt.Sprintf("%s[%d]", path, i))
+				if err == nil && (o.Kind == "up" || o.Kind == "clear") {
+					err = p.err(vv, fmt.Sprintf("%s[%d]", path, i), "down | blackhole | loss=P | flap=ON/OFF | hang", "%q repairs; random faults are cleared after hold by themselves", o.Kind)
+				}
+				r.Ops = append(r.Ops, o)
+				return err
+			})
+		case "keep_plane_path":
+			r.KeepPlanePath, err = p.boolean(v, path)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.MaxGap == 0:
+		return p.err(n, "random_faults.every", "MIN..MAX, e.g. 100ms..500ms", "missing")
+	case r.Until <= r.From:
+		return p.err(n, "random_faults.until", "a time after random_faults.from", "until %v is not after from %v", r.Until, r.From)
+	case len(r.Targets) == 0:
+		return p.err(n, "random_faults.targets", strings.Join(TargetClasses, ", ")+" or target names", "missing")
+	case len(r.Ops) == 0:
+		return p.err(n, "random_faults.ops", "a list of ops, e.g. [down, blackhole]", "missing")
+	case r.Hold == 0:
+		return p.err(n, "random_faults.hold", "a duration, e.g. 200ms", "missing")
+	}
+	return nil
+}
+
+func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
+	e := Expect{Line: n.Line, Level: 0.9, At: -1}
+	var setWindow bool
+	err := p.mapping(n, field, expectFields, func(k string, v *yaml.Node) error {
+		path := field + "." + k
+		var err error
+		switch k {
+		case "claim":
+			e.Claim, err = p.str(v, path)
+		case "metric":
+			e.Metric, err = p.enum(v, path, Metrics...)
+		case "series":
+			e.Series, err = p.str(v, path)
+		case "window":
+			e.Window, err = p.window(v, path)
+			setWindow = true
+		case "baseline":
+			if v.Kind == yaml.ScalarNode && v.Value == "capacity" {
+				e.BaselineCapacity = true
+				return nil
+			}
+			e.Baseline, err = p.window(v, path)
+		case "at":
+			e.At, err = p.dur(v, path, 0, 10*time.Minute)
+		case "level":
+			e.Level, err = p.float(v, path, 0.01, 1)
+		case "after_fault":
+			var i int
+			i, err = p.intIn(v, path, 0, 1000)
+			e.AfterFault = &i
+		case "stat":
+			var st string
+			st, err = p.enum(v, path, "mean", "median")
+			e.Median = st == "median"
+		case "want":
+			e.Want, err = p.num(v, path)
+		case "tolerance":
+			e.Tolerance, err = p.num(v, path)
+		case "min":
+			e.Min, err = p.num(v, path)
+		case "max":
+			e.Max, err = p.num(v, path)
+		}
+		return err
+	})
+	if err != nil {
+		return e, err
+	}
+	miss := func(f, allowed string) error {
+		return p.err(n, field+"."+f, allowed, "missing for metric %s", e.Metric)
+	}
+	switch {
+	case e.Claim == "":
+		return e, p.err(n, field+".claim", "the sentence the expectation checks", "missing")
+	case e.Metric == "":
+		return e, p.err(n, field+".metric", strings.Join(Metrics, " | "), "missing")
+	case e.Tolerance != nil && e.Want == nil:
+		return e, p.err(n, field+".tolerance", "tolerance together with want", "tolerance without want")
+	case e.Want == nil && e.Min == nil && e.Max == nil:
+		return e, p.err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
+	case e.Metric != MetricToolErrors && e.Series == "":
+		return e, miss("series", "a series name, e.g. rx:h3 (docs/lab.md)")
+	case e.Metric != MetricToolErrors && !setWindow:
+		return e, miss("window", "FROM..TO, e.g. 1s..2.5s")
+	case (e.Metric == MetricRatio || e.Metric == MetricDip) && !e.BaselineCapacity && e.Baseline.To == 0:
+		return e, miss("baseline", "FROM..TO (a reference window of the same series) or capacity")
+	case e.Metric == MetricRecovery && e.At < 0 && e.AfterFault == nil:
+		return e, miss("at", "the fault time recovery is measured from, e.g. 2s, or after_fault: N")
+	}
+	if e.At < 0 {
+		e.At = 0 // with after_fault: from the moment the fault took effect
+	}
+	return e, nil
+}
+
+// validate checks what spans fields: hosts and targets exist in the
+// topology, faults fall inside the run, windows inside the run.
+func (p *parser) validate(s *Scenario, root *yaml.Node) error {
+	line := func(key string) int {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if root.Content[i].Value == key {
+				return root.Content[i].Line
+			}
+		}
+		return root.Line
+	}
+	bad := func(l int, field, allowed, format string, args ...any) error {
+		return &Error{File: p.file, Line: l, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
+	}
+	if s.Name == "" {
+		return bad(root.Line, "name", "1-40 characters [a-z0-9_-]", "missing")
+	}
+	t := s.Topology
+	switch {
+	case t.Preset == "" && t.File == "":
+		return bad(line("topology"), "topology", "preset: NAME ("+strings.Join(topo.Presets(), ", ")+") or file: PATH", "missing: name a preset or a topology file")
+	case t.Preset != "" && t.File != "":
+		return bad(line("topology"), "topology", "preset or file, not both", "both preset and file given")
+	}
+	if len(s.Traffic) == 0 {
+		return bad(line("traffic"), "traffic", "a list of flows (name, from, to, duration, ...)", "missing: a scenario drives traffic")
+	}
+	tp, err := s.Topology.Resolve()
+	if err != nil {
+		return bad(line("topology"), "topology", "", "%v", err)
+	}
+	pl, err := plan.Build(tp, plan.Options{RunDir: "/run/softmrc/check"})
+	if err != nil {
+		return bad(line("topology"), "topology", "", "%v", err)
+	}
+	names := map[string]bool{}
+	for i, f := range s.Traffic {
+		for _, h := range []string{f.From, f.To} {
+			if pl.Host(h) == nil {
+				return bad(f.Line, fmt.Sprintf("traffic[%d]", i), fmt.Sprintf("h0 .. h%d", len(pl.Hosts)-1), "host %s is not in the topology", h)
+			}
+		}
+		if names[f.Name] {
+			return bad(f.Line, fmt.Sprintf("traffic[%d].name", i), "unique flow names", "flow %q given twice", f.Name)
+		}
+		names[f.Name] = true
+	}
+	end := s.End()
+	for i, f := range s.Faults {
+		if !TargetExists(pl, f.Target) {
+			return bad(f.Line, fmt.Sprintf("faults[%d].target", i), targetHelp(pl), "unknown target %q", f.Target)
+		}
+		if f.At >= end {
+			return bad(f.Line, fmt.Sprintf("faults[%d].at", i), fmt.Sprintf("a time before the end of the traffic (%v)", end), "%v is after the run", f.At)
+		}
+	}
+	if r := s.Random; r != nil {
+		for i, tg := range r.Targets {
+			if !slices.Contains(TargetClasses, tg) && !TargetExists(pl, tg) {
+				return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), strings.Join(TargetClasses, ", ")+" or "+targetHelp(pl), "unknown target %q", tg)
+			}
+		}
+		if r.Until > end {
+			return bad(r.Line, "random_faults.until", fmt.Sprintf("at most the end of the traffic (%v)", end), "%v is after the run", r.Until)
+		}
+	}
+	for i, e := range s.Expect {
+		win := e.Window
+		if e.AfterFault != nil {
+			if *e.AfterFault >= len(s.Faults) {
+				return bad(e.Line, fmt.Sprintf("expect[%d].after_fault", i), fmt.Sprintf("an index into faults, 0 .. %d", len(s.Faults)-1), "there is no faults[%d]", *e.AfterFault)
+			}
+			at := s.Faults[*e.AfterFault].At
+			win = Window{From: at + win.From, To: at + win.To}
+		}
+		for _, w := range []struct {
+			name string
+			w    Window
+		}{{"window", win}, {"baseline", e.Baseline}} {
+			if w.w.To > end {
+				return bad(e.Line, fmt.Sprintf("expect[%d].%s", i, w.name), fmt.Sprintf("a window inside 0..%v", end), "%v ends after the run", w.w)
+			}
+		}
+		if e.Series != "" {
+			if err := CheckSeries(pl, e.Series); err != nil {
+				return bad(e.Line, fmt.Sprintf("expect[%d].series", i), SeriesHelp, "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+// SeriesHelp says which series names exist.
+const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs)"
+
+// CheckSeries checks a series name against a plan.
+func CheckSeries(pl *plan.Plan, name string) error {
+	parts := strings.Split(name, ":")
+	switch {
+	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rx":
+		h := pl.Host(parts[1])
+		if h == nil {
+			return fmt.Errorf("series %q: no host %s", name, parts[1])
+		}
+		if len(parts) == 3 {
+			p, err := strconv.Atoi(strings.TrimPrefix(parts[2], "p"))
+			if err != nil || !strings.HasPrefix(parts[2], "p") || p < 0 || p >= pl.Planes {
+				return fmt.Errorf("series %q: no plane %s (p0 .. p%d)", name, parts[2], pl.Planes-1)
+			}
+		}
+		return nil
+	case len(parts) == 2 && parts[0] == "goodput":
+		if pl.Host(parts[1]) == nil {
+			return fmt.Errorf("series %q: no host %s", name, parts[1])
+		}
+		return nil
+	case len(parts) == 3 && parts[0] == "tx":
+		sw := pl.Switch(parts[1])
+		if sw == nil || sw.Port(parts[2]) == nil {
+			return fmt.Errorf("series %q: no switch port %s:%s", name, parts[1], parts[2])
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown series %q", name)
+}
+
+// TargetExists says whether a fault target names something in the plan.
+func TargetExists(pl *plan.Plan, target string) bool {
+	if l := pl.Link(target); l != nil {
+		return l.Kind != plan.LinkMgmt
+	}
+	if pl.Switch(target) != nil {
+		return true
+	}
+	node, ifname, ok := strings.Cut(target, ":")
+	if !ok {
+		return false
+	}
+	for _, l := range pl.Links {
+		for _, e := range []plan.End{l.A, l.B} {
+			if e.Node == node && e.Ifname == ifname && l.Kind != plan.LinkMgmt {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func targetHelp(pl *plan.Plan) string {
+	return fmt.Sprintf("a link (e.g. %s), a NIC port (e.g. %s:%s), a switch port (e.g. %s:%s) or a switch (e.g. %s)",
+		pl.Links[0].Name, pl.Hosts[0].Name, pl.Hosts[0].Ports[0].Ifname, pl.Switches[0].Name, pl.Switches[0].Ports[0].Ifname, pl.Switches[0].Name)
+}
+
+// Resolve returns the topology the scenario runs on (preset or file with
+// the scenario's link models and nics: true).
+func (t Topology) Resolve() (*topo.Topology, error) {
+	var tp *topo.Topology
+	var err error
+	if t.Preset != "" {
+		tp, err = topo.Preset(t.Preset)
+	} else {
+		tp, err = topo.Load(t.File)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.SetFabric {
+		tp.Fabric = t.Fabric
+	}
+	if t.SetHost {
+		tp.Host = t.Host
+	}
+	tp.NICs = true
+	return tp, tp.Validate()
+}
+
+func (p *parser) str(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", p.err(n, field, "a scalar", "expected a scalar, found %s", kindName(n))
+	}
+	return n.Value, nil
+}
+
+func (p *parser) intIn(n *yaml.Node, field string, lo, hi int) (int, error) {
+	allowed := fmt.Sprintf("an integer from %d to %d", lo, hi)
+	if n.Kind != yaml.ScalarNode {
+		return 0, p.err(n, field, allowed, "expected an integer, found %s", kindName(n))
+	}
+	x, err := strconv.Atoi(n.Value)
+	if err != nil {
+		return 0, p.err(n, field, allowed, "%q is not an integer", n.Value)
+	}
+	if x < lo || x > hi {
+		return 0, p.err(n, field, allowed, "%d is out of range", x)
+	}
+	return x, nil
+}
+
+func (p *parser) float(n *yaml.Node, field string, lo, hi float64) (float64, error) {
+	allowed := fmt.Sprintf("a number from %g to %g", lo, hi)
+	x, err := strconv.ParseFloat(n.Value, 64)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return 0, p.err(n, field, allowed, "%s is not a number", kindName(n))
+	}
+	if x < lo || x > hi {
+		return 0, p.err(n, field, allowed, "%g is out of range", x)
+	}
+	return x, nil
+}
+
+func (p *parser) num(n *yaml.Node, field string) (*float64, error) {
+	x, err := strconv.ParseFloat(n.Value, 64)
+	if n.Kind != yaml.ScalarNode || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil, p.err(n, field, "a number, e.g. 0.96 (ratios) or 300 (ms)", "%s is not a number", kindName(n))
+	}
+	return &x, nil
+}
+
+func (p *parser) dur(n *yaml.Node, field string, lo, hi time.Duration) (time.Duration, error) {
+	allowed := fmt.Sprintf("a duration from %v to %v, e.g. 2.5s, 10ms", lo, hi)
+	if n.Kind != yaml.ScalarNode {
+		return 0, p.err(n, field, allowed, "expected a duration, found %s", kindName(n))
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return 0, p.err(n, field, allowed, "bad duration %q", n.Value)
+	}
+	if d < lo || d > hi {
+		return 0, p.err(n, field, allowed, "%v is out of range", d)
+	}
+	return d, nil
+}
+
+func (p *parser) window(n *yaml.Node, field string) (Window, error) {
+	const allowed = "FROM..TO with durations, FROM < TO, e.g. 1s..2.5s"
+	s, err := p.str(n, field)
+	if err != nil {
+		return Window{}, err
+	}
+	a, b, ok := strings.Cut(s, "..")
+	from, err1 := time.ParseDuration(strings.TrimSpace(a))
+	to, err2 := time.ParseDuration(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || from < 0 || to <= from {
+		return Window{}, p.err(n, field, allowed, "bad window %q", s)
+	}
+	return Window{From: from, To: to}, nil
+}
+
+func (p *parser) enum(n *yaml.Node, field string, vals ...string) (string, error) {
+	s, err := p.str(n, field)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(vals, s) {
+		return "", p.err(n, field, strings.Join(vals, " | "), "unknown value %q", s)
+	}
+	return s, nil
+}
+
+func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+		return false, p.err(n, field, "true | false", "%q is not a boolean", n.Value)
+	}
+	return b, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func yamlError(file string, err error) error {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: line, Msg: "YAML syntax: " + m[2]}
+	}
+	return &Error{File: file, Msg: "YAML syntax: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "nothing"
+}

@@ -1,0 +1,136 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `name: t1
+title: a test
+topology:
+  preset: clos-2p
+  links:
+    host: {capacity: 100Mbit, buffer: 256KiB}
+traffic:
+  - {name: a, from: h0, to: h3, qps: 2, size: 32KiB, duration: 3s, verify: true}
+faults:
+  - {at: 1s, target: h0:p1, op: down}
+  - {at: 2s, target: h0:p1, op: up}
+random_faults:
+  seed: 7
+  from: 0.5s
+  until: 2.5s
+  every: 100ms..500ms
+  hold: 200ms
+  targets: [fabric-links, p0-t1-1]
+  ops: [blackhole, loss=5%]
+sampling: {interval: 20ms}
+expect:
+  - {claim: half, metric: ratio, series: "rx:h3", window: 1.2s..1.9s, baseline: 0.2s..0.9s, want: 0.5, tolerance: 0.05}
+  - {claim: cap, metric: ratio, series: "rx:h3:p0", window: 0.2s..0.9s, baseline: capacity, min: 0.9}
+  - {claim: rec, metric: recovery_ms, series: "tx:p0-t0-1:d1", window: 2.3s..2.9s, at: 2s, max: 300}
+  - {claim: ok, metric: tool_errors, max: 0}
+`
+
+func TestParseGood(t *testing.T) {
+	s, err := Parse("good.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Interval != 20*time.Millisecond || len(s.Traffic) != 1 || s.Traffic[0].Size != 32<<10 || s.Traffic[0].QPs != 2 || !s.Traffic[0].Verify {
+		t.Errorf("parsed %+v", s)
+	}
+	if s.Traffic[0].TxDepth != 16 {
+		t.Errorf("tx_depth default %d", s.Traffic[0].TxDepth)
+	}
+	if len(s.Faults) != 2 || s.Faults[0].Op.Kind != "down" || s.Faults[1].At != 2*time.Second {
+		t.Errorf("faults %+v", s.Faults)
+	}
+	if r := s.Random; r == nil || r.Seed != 7 || r.MinGap != 100*time.Millisecond || r.MaxGap != 500*time.Millisecond || len(r.Ops) != 2 || r.Ops[1].Loss != 0.05 {
+		t.Errorf("random %+v", s.Random)
+	}
+	if len(s.Expect) != 4 || !s.Expect[1].BaselineCapacity || *s.Expect[0].Tolerance != 0.05 || s.Expect[2].Level != 0.9 {
+		t.Errorf("expect %+v", s.Expect)
+	}
+	tp, err := s.Topology.Resolve()
+	if err != nil || !tp.NICs || tp.Host.CapacityBps != 100e6 || tp.Planes != 2 {
+		t.Errorf("topology %+v, %v", tp, err)
+	}
+	if s.End() != 3*time.Second {
+		t.Errorf("end %v", s.End())
+	}
+}
+
+// TestParseErrors is the table of documented errors (docs/lab.md).
+func TestParseErrors(t *testing.T) {
+	base := strings.Replace(good, "random_faults:\n  seed: 7\n  from: 0.5s\n  until: 2.5s\n  every: 100ms..500ms\n  hold: 200ms\n  targets: [fabric-links, p0-t1-1]\n  ops: [blackhole, loss=5%]\n", "", 1)
+	rep := func(old, new string) string {
+		if !strings.Contains(base, old) {
+			t.Fatalf("test table: %q not in the base file", old)
+		}
+		return strings.Replace(base, old, new, 1)
+	}
+	cases := []struct {
+		name, file, want string
+	}{
+		{"empty", "", "x.yaml: empty scenario file (allowed: name, title"},
+		{"not a mapping", "- a\n- b\n", "x.yaml:1: the file must be a YAML mapping"},
+		{"syntax", "name: [\n", "x.yaml:1: YAML syntax:"},
+		{"unknown field", rep("title: a test", "titel: a test"), `x.yaml:2: titel: unknown field "titel" (allowed: name, title, why, topology, traffic, faults, random_faults, sampling, duration, expect)`},
+		{"twice", rep("title: a test", "title: a\ntitle: b"), "x.yaml:3: title: field given twice"},
+		{"bad name", rep("name: t1", "name: T 1"), `x.yaml:1: name: bad name "T 1" (allowed: 1-40 characters`},
+		{"no name", rep("name: t1\n", ""), "x.yaml:1: name: missing"},
+		{"bad preset", rep("preset: clos-2p", "preset: clos-3p"), `x.yaml:4: topology.preset: unknown value "clos-3p" (allowed: pair | clos-2p | clos-4p | clos-8p)`},
+		{"no topology", rep("topology:\n  preset: clos-2p\n  links:\n    host: {capacity: 100Mbit, buffer: 256KiB}\n", ""), "x.yaml:1: topology: missing: name a preset or a topology file"},
+		{"bad capacity", rep("capacity: 100Mbit", "capacity: fast"), `x.yaml:6: topology.links.host.capacity: bad value "fast" (allowed: a rate such as`},
+		{"capacity without buffer", rep("capacity: 100Mbit, buffer: 256KiB", "capacity: 100Mbit"), "x.yaml:3: topology: "},
+		{"no traffic", rep("traffic:\n  - {name: a, from: h0, to: h3, qps: 2, size: 32KiB, duration: 3s, verify: true}\n", ""), "x.yaml:1: traffic: missing: a scenario drives traffic"},
+		{"flow host unknown", rep("to: h3", "to: h9"), "x.yaml:8: traffic[0]: host h9 is not in the topology (allowed: h0 .. h3)"},
+		{"flow bad host", rep("to: h3", "to: host3"), `x.yaml:8: traffic[0].to: bad host "host3" (allowed: a host name h0, h1, ...)`},
+		{"flow to itself", rep("to: h3", "to: h0"), "x.yaml:8: traffic[0].to: flow a goes from h0 to itself"},
+		{"flow qps", rep("qps: 2", "qps: 0"), "x.yaml:8: traffic[0].qps: 0 is out of range (allowed: an integer from 1 to 256)"},
+		{"flow size", rep("size: 32KiB", "size: 2GiB"), `x.yaml:8: traffic[0].size: bad size "2GiB"`},
+		{"flow fractional duration", rep("duration: 3s", "duration: 2.5s"), "x.yaml:8: traffic[0].duration: 2.5s is not a whole number of seconds (allowed: whole seconds"},
+		{"flow no duration", rep(", duration: 3s", ""), "x.yaml:8: traffic[0].duration: missing"},
+		{"flow tx_depth", rep("qps: 2,", "qps: 2, tx_depth: 0,"), "x.yaml:8: traffic[0].tx_depth: 0 is out of range (allowed: an integer from 1 to 8192)"},
+		{"flow tool", rep("qps: 2,", "tool: ib_write_bw, qps: 2,"), `x.yaml:8: traffic[0].tool: unknown value "ib_write_bw" (allowed: mrc-write-bw)`},
+		{"fault op", rep("op: down", "op: explode"), `x.yaml:10: faults[0].op: bad op "explode" (allowed: down | up | blackhole`},
+		{"fault loss", rep("op: down", "op: loss=200%"), `x.yaml:10: faults[0].op: bad op "loss=200%"`},
+		{"fault target", rep("target: h0:p1, op: down", "target: h0:p7, op: down"), `x.yaml:10: faults[0].target: unknown target "h0:p7" (allowed: a link (e.g. h0--p0-t0-0)`},
+		{"fault after run", rep("at: 2s", "at: 3s"), "x.yaml:11: faults[1].at: 3s is after the run (allowed: a time before the end of the traffic (3s))"},
+		{"fault no at", rep("at: 2s, ", ""), "x.yaml:11: faults[1].at: missing"},
+		{"fault bad at", rep("at: 2s", "at: soon"), `x.yaml:11: faults[1].at: bad duration "soon"`},
+		{"interval", rep("interval: 20ms", "interval: 100us"), "x.yaml:12: sampling.interval: 100µs is out of range (allowed: a duration from 1ms to 1s"},
+		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors)`},
+		{"no bound", rep(", want: 0.5, tolerance: 0.05", ""), "x.yaml:14: expect[0]: no bound: say what passes (allowed: want (+ tolerance), min or max)"},
+		{"tolerance alone", rep("want: 0.5, ", ""), "x.yaml:14: expect[0].tolerance: tolerance without want"},
+		{"no baseline", rep(", baseline: 0.2s..0.9s", ""), "x.yaml:14: expect[0].baseline: missing for metric ratio"},
+		{"bad window", rep("window: 1.2s..1.9s", "window: 1.9s..1.2s"), `x.yaml:14: expect[0].window: bad window "1.9s..1.2s" (allowed: FROM..TO with durations, FROM < TO`},
+		{"window after run", rep("window: 1.2s..1.9s", "window: 1.2s..4s"), "x.yaml:14: expect[0].window: 1.2s..4s ends after the run"},
+		{"series", rep(`series: "rx:h3",`, `series: "rx:h7",`), `x.yaml:14: expect[0].series: series "rx:h7": no host h7 (allowed: rx:HOST`},
+		{"series plane", rep(`"rx:h3:p0"`, `"rx:h3:p5"`), `x.yaml:15: expect[1].series: series "rx:h3:p5": no plane p5 (p0 .. p1)`},
+		{"recovery without at", rep("at: 2s, max: 300", "max: 300"), "x.yaml:16: expect[2].at: missing for metric recovery_ms"},
+		{"level", rep("at: 2s, max: 300", "at: 2s, level: 2, max: 300"), "x.yaml:16: expect[2].level: 2 is out of range (allowed: a number from 0.01 to 1)"},
+		{"stat", rep("want: 0.5,", "stat: p99, want: 0.5,"), `x.yaml:14: expect[0].stat: unknown value "p99" (allowed: mean | median)`},
+		{"after_fault index", rep("at: 2s, max: 300", "after_fault: 5, max: 300"), "x.yaml:16: expect[2].after_fault: there is no faults[5] (allowed: an index into faults, 0 .. 1)"},
+		{"after_fault window", rep("window: 2.3s..2.9s, at: 2s", "window: 0.3s..1.9s, after_fault: 1"), "x.yaml:16: expect[2].window: 2.3s..3.9s ends after the run"},
+		{"want not a number", rep("want: 0.5", "want: half"), `x.yaml:14: expect[0].want: "half" is not a number`},
+		{"random gap", strings.Replace(good, "every: 100ms..500ms", "every: 1ms..5ms", 1), "x.yaml:16: random_faults.every: gap 1ms is too short"},
+		{"random target", strings.Replace(good, "[fabric-links, p0-t1-1]", "[all-the-things]", 1), `x.yaml:13: random_faults.targets[0]: unknown target "all-the-things" (allowed: host-links, fabric-links, nic-ports, t1-switches or a link`},
+		{"random op clear", strings.Replace(good, "[blackhole, loss=5%]", "[clear]", 1), `x.yaml:19: random_faults.ops[0]: "clear" repairs`},
+		{"random until", strings.Replace(good, "until: 2.5s", "until: 0.2s", 1), "x.yaml:13: random_faults.until: until 200ms is not after from 500ms"},
+		{"random no hold", strings.Replace(good, "  hold: 200ms\n", "", 1), "x.yaml:13: random_faults.hold: missing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(c.file))
+			if err == nil {
+				t.Fatalf("no error; want %q", c.want)
+			}
+			if !strings.HasPrefix(err.Error(), c.want) && !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error\n  %v\nwant it to contain\n  %s", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,88 @@
+package series
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRate(t *testing.T) {
+	var c Counters
+	// 1000 bytes per ms on a, sampled every 3 ms with jitter; b sampled
+	// every 2 ms at 500 bytes/ms and restarts (counter back to 0) at 10 ms.
+	for _, tt := range []int64{0, 3, 6, 10, 13, 16, 19, 22} {
+		c.Add(Sample{T: tt * 1e6, Source: "s", ID: "a", Values: map[string]float64{"tx": float64(tt) * 1000}})
+	}
+	for tt := int64(0); tt <= 22; tt += 2 {
+		v := float64(tt) * 500
+		if tt >= 10 {
+			v = float64(tt-10) * 500
+		}
+		c.Add(Sample{T: tt * 1e6, Source: "s", ID: "b", Values: map[string]float64{"tx": v}})
+	}
+	s, err := c.Rate("sum", "B/s", []string{Key("s", "a", "tx"), Key("s", "b", "tx")}, 0, 20e6, 2*time.Millisecond, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Points) != 10 {
+		t.Fatalf("%d points, want 10", len(s.Points))
+	}
+	for _, p := range s.Points {
+		want := 1.5e6 // bytes/s
+		if p.T == 10*time.Millisecond {
+			want = 1e6 // b went backwards in (8, 10]: counted as 0
+		}
+		if math.Abs(p.V-want) > 1 {
+			t.Errorf("t=%v rate %v, want %v", p.T, p.V, want)
+		}
+	}
+	if k := c.Keys("s", "tx"); len(k) != 2 || k[0] != "s:a/tx" || k[1] != "s:b/tx" {
+		t.Errorf("keys %v", k)
+	}
+	if v := c.Values([]string{"s:a/tx"}, 5e6, 13e6); len(v) != 3 || v[0] != 6000 || v[2] != 13000 {
+		t.Errorf("values %v", v)
+	}
+	if _, err := c.Rate("x", "", []string{"x:nope/tx"}, 0, 1e6, time.Millisecond, 1); err == nil || !strings.Contains(err.Error(), "x:nope/tx was not sampled") {
+		t.Errorf("missing counter: %v", err)
+	}
+}
+
+func TestStats(t *testing.T) {
+	s := Series{}
+	for i := 1; i <= 10; i++ {
+		v := 10.0
+		if i > 5 {
+			v = float64(i)
+		}
+		s.Points = append(s.Points, Point{T: time.Duration(i) * time.Second, V: v})
+	}
+	if m := s.Mean(0, 5*time.Second); m != 10 {
+		t.Errorf("mean %v", m)
+	}
+	if m := s.Mean(5*time.Second, 7*time.Second); m != 6.5 {
+		t.Errorf("mean %v", m)
+	}
+	if !math.IsNaN(s.Mean(20*time.Second, 30*time.Second)) {
+		t.Error("empty window is not NaN")
+	}
+	if m := s.Median(0, 7*time.Second); m != 10 {
+		t.Errorf("median %v", m)
+	}
+	if m := s.Median(5*time.Second, 9*time.Second); m != 7.5 {
+		t.Errorf("median %v", m)
+	}
+	if m := s.Min(0, 10*time.Second); m != 6 {
+		t.Errorf("min %v", m)
+	}
+	if at, ok := s.FirstReach(5*time.Second, 8); !ok || at != 8*time.Second {
+		t.Errorf("reach %v %v", at, ok)
+	}
+	if _, ok := s.FirstReach(0, 11); ok {
+		t.Error("reached 11")
+	}
+	sm := s.Smooth(2)
+	if sm.Points[0].V != 10 || sm.Points[5].V != 8 || sm.Points[6].V != 6.5 {
+		t.Errorf("smooth %v", sm.Points)
+	}
+}

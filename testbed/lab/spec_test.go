@@ -1,0 +1,57 @@
+package lab
+
+import (
+	"testing"
+
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/plan"
+	"github.com/softmrc/softmrc/testbed/scenarios"
+)
+
+// TestSeriesCapacity: the emulated capacity behind rx:hN is its downlinks'
+// unless the traffic crosses a T1 and the fabric ports are smaller (S5:
+// 4 T1 × 6.25 Mbit/s per plane under 50 Mbit/s downlinks).
+func TestSeriesCapacity(t *testing.T) {
+	cases := []struct {
+		scenario, series string
+		want             float64
+	}{
+		{"s01-bandwidth", "rx:h1", 100e6},
+		{"s05-switch-failure", "rx:h3", 100e6},
+		{"s05-switch-failure", "rx:h3:p2", 25e6},
+		{"s02-nic-links", "rx:h3", 100e6},
+		{"s05-switch-failure", "tx:p0-t0-1:u0", 6.25e6},
+		{"s05-switch-failure", "goodput:h0", 200e6},
+	}
+	for _, c := range cases {
+		s, _, err := scenarios.Load(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := s.Topology.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := plan.Build(tp, plan.Options{Prefix: "t", RunDir: "/nonexistent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Expect = append(s.Expect, scenario.Expect{Series: c.series})
+		specs, err := seriesSpecs(s, pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, sp := range specs {
+			if sp.name == c.series {
+				found = true
+				if sp.capacity != c.want {
+					t.Errorf("%s %s: capacity %g, want %g", c.scenario, c.series, sp.capacity, c.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no series %s", c.scenario, c.series)
+		}
+	}
+}

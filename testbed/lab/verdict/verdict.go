@@ -1,0 +1,228 @@
+// Package verdict checks a scenario's expectations against the series a run
+// sampled. Every measured value is computed here from the data; nothing is
+// taken from the scenario but the bounds.
+package verdict
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+)
+
+// Data is what a run measured.
+type Data interface {
+	// Series returns a sampled series by name (scenario.SeriesHelp).
+	Series(name string) (series.Series, error)
+	// Capacity is the emulated capacity behind a series, in its unit.
+	Capacity(name string) (float64, error)
+	// ToolErrors lists the traffic processes that failed, one line each.
+	ToolErrors() []string
+	// FaultTime is when faults[i] of the scenario was requested (sent) and
+	// when the request returned (done: it had taken effect), relative to
+	// the traffic's zero, and when the next fault after it was requested
+	// (the end of the run if none); false: it was not applied.
+	FaultTime(i int) (sent, done, next time.Duration, ok bool)
+	// RTT is the flows' typical round-trip time (0: unknown); recovery
+	// times are also given in RTTs.
+	RTT() time.Duration
+}
+
+// Result is one checked expectation.
+type Result struct {
+	Claim    string
+	Metric   string
+	Series   string
+	Measured float64 // NaN when it could not be computed
+	Unit     string
+	Bounds   string
+	Pass     bool
+	// Detail says how Measured was computed (windows, reference, levels).
+	Detail string
+}
+
+// LowBaseline is the share of the emulated capacity below which a ratio's
+// baseline is flagged as not capacity-bound.
+const LowBaseline = 0.8
+
+// Smoothing is how many samples the recovery and dip metrics average, so
+// that one short sampling interval does not count as recovered.
+const Smoothing = 3
+
+// Check evaluates one expectation.
+func Check(e scenario.Expect, d Data) Result {
+	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio"}
+	var err error
+	if e.AfterFault != nil {
+		sent, ft, next, ok := d.FaultTime(*e.AfterFault)
+		if !ok {
+			r.Detail = fmt.Sprintf("not measured: faults[%d] was not applied", *e.AfterFault)
+			return r
+		}
+		// Windows start from when the fault had surely taken effect;
+		// recovery is timed from when it was requested (it may act
+		// before the request returns), so it is never under-stated.
+		e.Window = scenario.Window{From: ft + e.Window.From, To: ft + e.Window.To}
+		if e.Window.To > next {
+			r.Detail = fmt.Sprintf("not measured: faults[%d] took effect at %v, so the window %v runs into the next fault (requested at %v); the machine applied faults too late for this timeline",
+				*e.AfterFault, ft.Round(time.Millisecond), e.Window, next.Round(time.Millisecond))
+			return r
+		}
+		e.At += sent
+	}
+	switch e.Metric {
+	case scenario.MetricRatio, scenario.MetricDip:
+		err = ratio(e, d, &r)
+	case scenario.MetricRecovery:
+		err = recovery(e, d, &r)
+	case scenario.MetricToolErrors:
+		errs := d.ToolErrors()
+		r.Measured, r.Unit = float64(len(errs)), "errors"
+		r.Detail = "every traffic process exited 0 with no QP error and no --verify mismatch"
+		if len(errs) > 0 {
+			r.Detail = fmt.Sprintf("%d failed: %v", len(errs), errs)
+		}
+	default:
+		err = fmt.Errorf("unknown metric %q", e.Metric)
+	}
+	if err != nil {
+		r.Detail = "not measured: " + err.Error()
+		return r
+	}
+	r.Pass = within(e, r.Measured)
+	return r
+}
+
+// CheckAll evaluates every expectation of a scenario.
+func CheckAll(s *scenario.Scenario, d Data) []Result {
+	out := make([]Result, 0, len(s.Expect))
+	for _, e := range s.Expect {
+		out = append(out, Check(e, d))
+	}
+	return out
+}
+
+func within(e scenario.Expect, m float64) bool {
+	if math.IsNaN(m) {
+		return false
+	}
+	const eps = 1e-9
+	if e.Want != nil {
+		tol := 0.0
+		if e.Tolerance != nil {
+			tol = *e.Tolerance
+		}
+		if math.Abs(m-*e.Want) > tol+eps {
+			return false
+		}
+	}
+	if e.Min != nil && m < *e.Min-eps {
+		return false
+	}
+	if e.Max != nil && m > *e.Max+eps {
+		return false
+	}
+	return true
+}
+
+// reference is the baseline of a ratio: the series' mean over the baseline
+// window, or its emulated capacity.
+func reference(e scenario.Expect, s series.Series, d Data) (float64, string, error) {
+	if e.BaselineCapacity {
+		c, err := d.Capacity(e.Series)
+		if err != nil {
+			return 0, "", err
+		}
+		if c <= 0 {
+			return 0, "", fmt.Errorf("series %s has no emulated capacity (set a link capacity in the topology)", e.Series)
+		}
+		return c, fmt.Sprintf("emulated capacity %s", human(c, s.Unit)), nil
+	}
+	b, stat := s.Mean(e.Baseline.From, e.Baseline.To), "mean"
+	if e.Median {
+		b, stat = s.Median(e.Baseline.From, e.Baseline.To), "median"
+	}
+	if math.IsNaN(b) || b <= 0 {
+		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %v", e.Series, e.Baseline)
+	}
+	return b, fmt.Sprintf("baseline %s (%s over %v)", human(b, s.Unit), stat, e.Baseline), nil
+}
+
+func ratio(e scenario.Expect, d Data, r *Result) error {
+	s, err := d.Series(e.Series)
+	if err != nil {
+		return err
+	}
+	ref, refText, err := reference(e, s, d)
+	if err != nil {
+		return err
+	}
+	var m float64
+	var what string
+	if e.Metric == scenario.MetricDip {
+		m = s.Smooth(Smoothing).Min(e.Window.From, e.Window.To)
+		what = fmt.Sprintf("lowest %d-sample average", Smoothing)
+	} else if e.Median {
+		m = s.Median(e.Window.From, e.Window.To)
+		what = fmt.Sprintf("median (mean %s)", human(s.Mean(e.Window.From, e.Window.To), s.Unit))
+	} else {
+		m = s.Mean(e.Window.From, e.Window.To)
+		what = "mean"
+	}
+	if math.IsNaN(m) {
+		return fmt.Errorf("no sample of %s in the window %v", e.Series, e.Window)
+	}
+	r.Measured = m / ref
+	r.Detail = fmt.Sprintf("%s %s over %v / %s", what, human(m, s.Unit), e.Window, refText)
+	// A baseline far below the emulated capacity means the run was bound
+	// by something else (CPU): say so, the ratio is then less telling.
+	if c, err := d.Capacity(e.Series); err == nil && c > 0 && !e.BaselineCapacity {
+		r.Detail += fmt.Sprintf("; the baseline is %.0f %% of the emulated capacity", 100*ref/c)
+		if ref < LowBaseline*c {
+			r.Detail += " (below " + fmt.Sprintf("%.0f", 100*LowBaseline) + " %: this run was not bound by the port models)"
+		}
+	}
+	return nil
+}
+
+func recovery(e scenario.Expect, d Data, r *Result) error {
+	s, err := d.Series(e.Series)
+	if err != nil {
+		return err
+	}
+	settled := s.Mean(e.Window.From, e.Window.To)
+	if math.IsNaN(settled) || settled <= 0 {
+		return fmt.Errorf("series %s carried nothing over the settled window %v", e.Series, e.Window)
+	}
+	level := e.Level * settled
+	at, ok := s.Smooth(Smoothing).FirstReach(e.At, level)
+	r.Unit = "ms"
+	if !ok {
+		r.Measured = math.Inf(1)
+		r.Detail = fmt.Sprintf("never reached %.0f%% of the settled %s (mean over %v) after %v", e.Level*100, human(settled, s.Unit), e.Window, e.At)
+		return nil
+	}
+	// The smoothed point at `at` averages the Smoothing samples ending
+	// there; the series got to the level no later than that point.
+	r.Measured = float64(at-e.At) / float64(time.Millisecond)
+	if rtt := d.RTT(); rtt > 0 {
+		r.Detail = fmt.Sprintf("%.0f RTTs of %v; ", float64(at-e.At)/float64(rtt), rtt.Round(time.Microsecond))
+	}
+	r.Detail += fmt.Sprintf("from %v to the first %d-sample average ≥ %.0f%% of the settled %s (mean over %v)", e.At, Smoothing, e.Level*100, human(settled, s.Unit), e.Window)
+	return nil
+}
+
+func human(v float64, unit string) string {
+	if unit == "bit/s" {
+		switch {
+		case v >= 1e9:
+			return fmt.Sprintf("%.3g Gbit/s", v/1e9)
+		case v >= 1e6:
+			return fmt.Sprintf("%.4g Mbit/s", v/1e6)
+		}
+		return fmt.Sprintf("%.4g kbit/s", v/1e3)
+	}
+	return fmt.Sprintf("%.4g %s", v, unit)
+}

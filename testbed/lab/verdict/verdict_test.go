@@ -1,0 +1,157 @@
+package verdict
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
+)
+
+type fake struct {
+	s    map[string]series.Series
+	cap  float64
+	errs []string
+}
+
+func (f fake) Series(n string) (series.Series, error) {
+	s, ok := f.s[n]
+	if !ok {
+		return s, fmt.Errorf("no series %s", n)
+	}
+	return s, nil
+}
+func (f fake) Capacity(string) (float64, error) { return f.cap, nil }
+func (f fake) ToolErrors() []string             { return f.errs }
+func (f fake) RTT() time.Duration               { return 200 * time.Microsecond }
+func (f fake) FaultTime(i int) (time.Duration, time.Duration, time.Duration, bool) {
+	switch i {
+	case 0:
+		return time.Second, time.Second, 2 * time.Second, true
+	case 2: // applied 1.5 s late, 0.5 s before the next fault
+		return 3400 * time.Millisecond, 3500 * time.Millisecond, 4 * time.Second, true
+	case 3: // the up at 2 s was requested at 1.95 s and returned at 2.05 s
+		return 1950 * time.Millisecond, 2050 * time.Millisecond, 4 * time.Second, true
+	}
+	return 0, 0, 0, false
+}
+
+// steps builds a 10 ms series: full until down, then frac×full until up,
+// linear recovery over ramp, then full.
+func steps(full, frac float64, down, up, ramp time.Duration) series.Series {
+	s := series.Series{Name: "rx:h3", Unit: "bit/s"}
+	for t := 10 * time.Millisecond; t <= 4*time.Second; t += 10 * time.Millisecond {
+		v := full
+		switch {
+		case t > down && t <= up:
+			v = full * frac
+		case t > up && t <= up+ramp:
+			v = full * (frac + (1-frac)*float64(t-up)/float64(ramp))
+		}
+		s.Points = append(s.Points, series.Point{T: t, V: v})
+	}
+	return s
+}
+
+func f(x float64) *float64 { return &x }
+
+func TestCheck(t *testing.T) {
+	pass := fake{s: map[string]series.Series{"rx:h3": steps(100e6, 0.75, time.Second, 2*time.Second, 200*time.Millisecond)}, cap: 104e6}
+	// The same run with MRC failing to use the remaining planes: 50 %
+	// instead of 75 %, and a slow recovery. These must FAIL.
+	fail := fake{s: map[string]series.Series{"rx:h3": steps(100e6, 0.5, time.Second, 2*time.Second, 900*time.Millisecond)}, cap: 104e6, errs: []string{"flow a: exit status 1"}}
+	w := func(a, b time.Duration) scenario.Window { return scenario.Window{From: a, To: b} }
+	ratio := scenario.Expect{Claim: "3 of 4 planes", Metric: scenario.MetricRatio, Series: "rx:h3", Window: w(1200*time.Millisecond, 1900*time.Millisecond), Baseline: w(200*time.Millisecond, 900*time.Millisecond), Want: f(0.75), Tolerance: f(0.03)}
+	capa := scenario.Expect{Claim: "≥ 96 % of capacity", Metric: scenario.MetricRatio, Series: "rx:h3", Window: w(200*time.Millisecond, 900*time.Millisecond), BaselineCapacity: true, Min: f(0.96)}
+	rec := scenario.Expect{Claim: "recovers in 300 ms", Metric: scenario.MetricRecovery, Series: "rx:h3", Window: w(3*time.Second, 3900*time.Millisecond), At: 2 * time.Second, Level: 0.9, Max: f(300)}
+	dip := scenario.Expect{Claim: "dip", Metric: scenario.MetricDip, Series: "rx:h3", Window: w(time.Second, 2*time.Second), Baseline: w(200*time.Millisecond, 900*time.Millisecond), Min: f(0.7)}
+	anchored := ratio
+	zero, one := 0, 1
+	anchored.AfterFault, anchored.Window = &zero, w(200*time.Millisecond, 900*time.Millisecond)
+	noFault := anchored
+	noFault.AfterFault = &one
+	two, three := 2, 3
+	late := anchored
+	late.AfterFault = &two
+	recAnchored := rec
+	recAnchored.AfterFault, recAnchored.At, recAnchored.Window = &three, 0, w(950*time.Millisecond, 1850*time.Millisecond)
+	med := ratio
+	med.Median = true
+	// One 100 ms stall (the NIC not scheduled) inside the 700 ms window.
+	stall := fake{s: map[string]series.Series{"rx:h3": steps(100e6, 0.75, time.Second, 2*time.Second, 0)}}
+	for i, p := range stall.s["rx:h3"].Points {
+		if p.T > 1500*time.Millisecond && p.T <= 1600*time.Millisecond {
+			stall.s["rx:h3"].Points[i].V = 0
+		}
+	}
+	tools := scenario.Expect{Claim: "no QP error", Metric: scenario.MetricToolErrors, Max: f(0)}
+	cases := []struct {
+		name     string
+		e        scenario.Expect
+		d        fake
+		measured float64
+		pass     bool
+	}{
+		{"ratio pass", ratio, pass, 0.75, true},
+		{"ratio fail", ratio, fail, 0.5, false},
+		{"capacity pass", capa, pass, 100 / 104.0, true},
+		{"capacity fail", capa, fake{s: pass.s, cap: 110e6}, 100 / 110.0, false},
+		// 90 % of full is reached when the ramp gets to 0.9: 0.6 of 200 ms,
+		// the 3-sample average 10 ms later.
+		{"recovery pass", rec, pass, 130, true},
+		{"recovery fail", rec, fail, 740, false},
+		{"dip pass", dip, pass, 0.75, true},
+		{"dip fail", dip, fail, 0.5, false},
+		{"median ignores a stall", med, stall, 0.75, true},
+		// Anchored to faults[0], which took effect at 1 s: the window
+		// 0.2..0.9 s after it is the degraded part.
+		{"after fault", anchored, pass, 0.75, true},
+		{"after fault that did not happen", noFault, pass, math.NaN(), false},
+		{"after a fault so late the window runs into the next", late, pass, math.NaN(), false},
+		// Timed from the request (1.95 s), not from its return: 130 ms
+		// after 2 s is 180 ms after 1.95 s.
+		{"recovery after fault", recAnchored, pass, 180, true},
+		{"mean counts the stall", ratio, stall, 0.75 * 6 / 7, false},
+		{"tools pass", tools, pass, 0, true},
+		{"tools fail", tools, fail, 1, false},
+	}
+	// A baseline at 40 % of the emulated capacity is flagged.
+	if r := Check(ratio, fake{s: pass.s, cap: 250e6}); !strings.Contains(r.Detail, "the baseline is 40 % of the emulated capacity (below 80 %: this run was not bound by the port models)") {
+		t.Errorf("low baseline not flagged: %s", r.Detail)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(c.e, c.d)
+			if r.Pass != c.pass || (math.IsNaN(c.measured) != math.IsNaN(r.Measured)) || math.Abs(r.Measured-c.measured) > 0.011*max(1, c.measured) {
+				t.Errorf("measured %v pass %v (%s); want %v pass %v", r.Measured, r.Pass, r.Detail, c.measured, c.pass)
+			}
+			if r.Detail == "" {
+				t.Error("no detail")
+			}
+			if c.name == "ratio pass" && !strings.Contains(r.Detail, "the baseline is 96 % of the emulated capacity") {
+				t.Errorf("no baseline share: %s", r.Detail)
+			}
+			// 130 ms at a 200 µs RTT.
+			if c.name == "recovery pass" && !strings.Contains(r.Detail, "650 RTTs of 200µs") {
+				t.Errorf("recovery not in RTTs: %s", r.Detail)
+			}
+		})
+	}
+}
+
+func TestCheckNotMeasured(t *testing.T) {
+	e := scenario.Expect{Claim: "x", Metric: scenario.MetricRatio, Series: "rx:h9", Window: scenario.Window{To: time.Second}, BaselineCapacity: true, Min: f(0)}
+	r := Check(e, fake{})
+	if r.Pass || !math.IsNaN(r.Measured) || !strings.Contains(r.Detail, "not measured: no series rx:h9") {
+		t.Errorf("%+v", r)
+	}
+	// A series that carried nothing in its baseline cannot pass a ratio.
+	s := series.Series{Unit: "bit/s", Points: []series.Point{{T: time.Second, V: 0}, {T: 2 * time.Second, V: 0}}}
+	e = scenario.Expect{Claim: "x", Metric: scenario.MetricRatio, Series: "s", Window: scenario.Window{From: time.Second, To: 2 * time.Second}, Baseline: scenario.Window{To: time.Second}, Min: f(0)}
+	if r := Check(e, fake{s: map[string]series.Series{"s": s}}); r.Pass {
+		t.Errorf("zero baseline passed: %+v", r)
+	}
+}
