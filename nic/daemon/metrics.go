@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -119,12 +121,26 @@ func (d *Daemon) metricsHandler() http.Handler {
 
 // engineMetrics is mrc_engine_events_total's counter label -> value: every
 // uint64 field of the engine's counters, named in snake_case, so that no
-// counter is left out of a hand-kept list.
+// counter is left out of a hand-kept list; per-plane arrays (TxDataByPlane,
+// TxCtrlByPlane) give one label per plane that has counted anything,
+// tx_data_by_plane_plane0 and so on.
 func engineMetrics(ec mrc.EngineCounters) map[string]uint64 {
 	m := vproto.CounterMap(ec)
 	out := make(map[string]uint64, len(m))
 	for k, v := range m {
 		out[snakeCase(k)] = v
+	}
+	v := reflect.ValueOf(ec)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if f.Kind() != reflect.Array || f.Type().Elem().Kind() != reflect.Uint64 {
+			continue
+		}
+		for k := 0; k < f.Len(); k++ {
+			if x := f.Index(k).Uint(); x != 0 {
+				out[fmt.Sprintf("%s_plane%d", snakeCase(v.Type().Field(i).Name), k)] = x
+			}
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -13,18 +14,29 @@ import (
 func TestEngineMetricsCoverEveryCounter(t *testing.T) {
 	var ec mrc.EngineCounters
 	v := reflect.ValueOf(&ec).Elem()
+	want := map[string]uint64{}
 	for i := 0; i < v.NumField(); i++ {
-		v.Field(i).SetUint(uint64(1000 + i)) // distinct values: a swapped label shows
+		// Distinct values: a swapped label shows. Per-plane arrays
+		// give one label per plane.
+		name := snakeCase(v.Type().Field(i).Name)
+		if f := v.Field(i); f.Kind() == reflect.Array {
+			for k := 0; k < f.Len(); k++ {
+				f.Index(k).SetUint(uint64(100000 + 100*i + k))
+				want[fmt.Sprintf("%s_plane%d", name, k)] = uint64(100000 + 100*i + k)
+			}
+			continue
+		}
+		v.Field(i).SetUint(uint64(1000 + i))
+		want[name] = uint64(1000 + i)
 	}
 	got := engineMetrics(ec)
-	for i := 0; i < v.NumField(); i++ {
-		name := v.Type().Field(i).Name
-		if got[snakeCase(name)] != uint64(1000+i) {
-			t.Errorf("engine counter %s: metric %q = %d, want %d", name, snakeCase(name), got[snakeCase(name)], 1000+i)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("engine counter metric %q = %d, want %d", k, got[k], w)
 		}
 	}
-	if len(got) != v.NumField() {
-		t.Errorf("%d metrics for %d counters", len(got), v.NumField())
+	if len(got) != len(want) {
+		t.Errorf("%d metrics for %d counters", len(got), len(want))
 	}
 }
 
