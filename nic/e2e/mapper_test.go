@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,16 +15,26 @@ import (
 	"github.com/softmrc/softmrc/nic/pathprobe"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
+	"github.com/softmrc/softmrc/testbed/plan"
+	"github.com/softmrc/softmrc/testbed/run"
 )
 
-// TestTestbedMapper: on clos-2p with every NIC's path-probe agent on
-// (5 ms), each NIC–T0 and T0–T1 link in turn is blackholed, then given 5 %
-// loss, without telling the mapper; within 2 s mrc-mapper names that exact
-// link, and no other, as not good; after the fault is cleared the map is
-// all good again.
+// TestTestbedMapper: on clos-4p with every NIC's path-probe agent on
+// (5 ms), every NIC–T0 and T0–T1 link of the fabric (48) is blackholed,
+// then given 5 % loss, without telling the mapper; within 2 s mrc-mapper
+// names that exact link, and no other, as not good. Then whole switches
+// (a T0 and a T1 per op) are faulted on every port and must be named as
+// the switch, not as its links. Loops of different planes share no link,
+// so each round faults one target per plane at once (4 at a time): the
+// map must show exactly those 4. After each round the faults are cleared
+// and the map must be all good again.
 func TestTestbedMapper(t *testing.T) {
 	requireNetns(t)
-	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, "h0", "h1", "h2", "h3")
+	tb := upTestbedWith(t, "clos-4p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, "h0", "h1", "h2", "h3")
+	p, err := run.LoadPlan(tb.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mapper := func() []pathprobe.Link {
 		out, err := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "map", "--dir", tb.dir, "--bad", "--json").CombinedOutput()
 		if err != nil {
@@ -53,52 +64,103 @@ func TestTestbedMapper(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: the map still shows %v", what, names(ls))
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	// Targets per plane, in the plan's order: NIC–T0 links, T0–T1 links.
+	const planes = 4
+	var perPlane [planes][]string
+	kinds := map[string]string{}
+	for _, l := range p.Links {
+		switch l.Kind {
+		case plan.LinkHost:
+			kinds[l.Name] = "nic-t0"
+		case plan.LinkFabric:
+			kinds[l.Name] = "t0-t1"
+		default:
+			continue
+		}
+		perPlane[l.Plane] = append(perPlane[l.Plane], l.Name)
+	}
+	total := 0
+	for pl := range perPlane {
+		total += len(perPlane[pl])
+		if len(perPlane[pl]) != 12 {
+			t.Fatalf("plane %d has links %v: want 4 NIC–T0 and 8 T0–T1 on clos-4p", pl, perPlane[pl])
+		}
+	}
+	// Rounds: round r faults the r-th link of every plane, each plane
+	// starting at another offset so NIC–T0 and T0–T1 links mix in a round.
+	var rounds [][]string
+	for r := 0; r < 12; r++ {
+		var round []string
+		for pl := 0; pl < planes; pl++ {
+			round = append(round, perPlane[pl][(r+3*pl)%12])
+		}
+		rounds = append(rounds, round)
+	}
+	// Whole switches: a T0 and a T1 in each round, on different planes.
+	sw := func(role string, plane, index int) string {
+		for _, s := range p.Switches {
+			if s.Role == role && s.Plane == plane && s.Index == index {
+				kinds[s.Name] = "switch"
+				return s.Name
+			}
+		}
+		t.Fatalf("no %s %d on plane %d", role, index, plane)
+		return ""
+	}
+	switchRounds := [][]string{
+		{sw("t0", 0, 0), sw("t0", 1, 1), sw("t1", 2, 0), sw("t1", 3, 3)},
+		{sw("t1", 0, 1), sw("t1", 1, 2), sw("t0", 2, 1), sw("t0", 3, 0)},
 	}
 	waitClean("fault-free fabric")
-	var links []string
-	for _, h := range []string{"h0", "h1", "h2", "h3"} {
-		for p := 0; p < 2; p++ {
-			t0 := "0"
-			if h == "h2" || h == "h3" {
-				t0 = "1"
-			}
-			links = append(links, h+"--p"+string(rune('0'+p))+"-t0-"+t0)
-		}
-	}
-	for p := 0; p < 2; p++ {
-		for k := 0; k < 2; k++ {
-			for j := 0; j < 2; j++ {
-				links = append(links, "p"+string(rune('0'+p))+"-t0-"+string(rune('0'+k))+"--p"+string(rune('0'+p))+"-t1-"+string(rune('0'+j)))
-			}
-		}
-	}
+	var worst time.Duration
 	for _, op := range []string{"blackhole", "loss=5%"} {
-		for _, link := range links {
-			tb.fault(t, link, op)
+		for _, round := range append(append([][]string{}, rounds...), switchRounds...) {
+			for _, target := range round {
+				tb.fault(t, target, op)
+			}
 			start := time.Now()
+			want := slices.Clone(round)
+			slices.Sort(want)
 			var got []pathprobe.Link
 			for {
 				got = mapper()
-				if len(got) == 1 && got[0].Name == link {
+				var gotNames []string
+				for _, l := range got {
+					gotNames = append(gotNames, l.Name)
+				}
+				slices.Sort(gotNames)
+				if slices.Equal(gotNames, want) {
 					break
 				}
 				if time.Since(start) > 2*time.Second {
-					tb.fault(t, link, "clear")
-					t.Fatalf("%s %s: after 2 s the map shows %v", link, op, names(got))
+					for _, target := range round {
+						tb.fault(t, target, "clear")
+					}
+					t.Fatalf("%s on %v: after 2 s the map shows %v", op, round, names(got))
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
 			took := time.Since(start)
-			t.Logf("%-9s %-20s named %s in %v (%s)", op, link, got[0].State, took.Round(10*time.Millisecond), got[0].Evidence)
-			tb.fault(t, link, "clear")
-			waitClean(link + " cleared")
+			worst = max(worst, took)
+			for _, l := range got {
+				if l.Kind != kinds[l.Name] {
+					t.Errorf("%s %s: named as %s, want %s", op, l.Name, l.Kind, kinds[l.Name])
+				}
+				t.Logf("%-9s %-20s named %s %s in %v (%s)", op, l.Name, l.Kind, l.State, took.Round(10*time.Millisecond), l.Evidence)
+			}
+			for _, target := range round {
+				tb.fault(t, target, "clear")
+			}
+			waitClean(fmt.Sprint(round, " cleared"))
 		}
 	}
-	if !slices.Contains(links, "p1-t0-1--p1-t1-1") || len(links) != 16 {
-		t.Fatalf("links %v: want the 16 of clos-2p", links)
+	if total != 48 {
+		t.Fatalf("%d links: want the 48 of clos-4p", total)
 	}
+	t.Logf("every link and 8 switches named alone; slowest round %v", worst.Round(10*time.Millisecond))
 }
 
 // TestTestbedProbeOverhead measures what the path-probe agent costs at its

@@ -190,8 +190,9 @@ type Link struct {
 // Localise builds the link map from every host's stats with the seed's
 // rule: a host's T0 loop bad → its NIC–T0 link (every host of that T0 bad
 // → the T0 itself); T0 loop fine and the loop through T1 j bad → the link
-// T0–T1 j, confirmed by the other hosts under that T0 (every T0 of the
-// plane bad through T1 j → the T1 itself). Links with no bad evidence are
+// T0–T1 j, judged on the pooled windows of the hosts under that T0, most
+// of which must see some loss (every T0 of the plane bad through T1 j →
+// the T1 itself). Links with no bad evidence are
 // good. Rows are sorted, bad first.
 func Localise(all []Stats) []Link {
 	type key struct {
@@ -261,15 +262,16 @@ func Localise(all []Stats) []Link {
 			continue
 		}
 		for j, ss := range byT1 {
-			nOK, nBad, worst := 0, 0, 0.0
+			nOK, nSome, lost, sent := 0, 0, 0, 0
 			for _, s := range ss {
 				if l, ok := t0Loop[k][s.Host]; ok && state(l.Loss) != Good {
 					continue // its own NIC–T0 link explains it
 				}
 				nOK++
-				if state(s.Loss) != Good {
-					nBad++
-					worst = max(worst, s.Loss)
+				lost += s.WinLost
+				sent += s.WinSent
+				if s.WinLost > 0 {
+					nSome++
 				}
 			}
 			if nOK == 0 {
@@ -277,10 +279,14 @@ func Localise(all []Stats) []Link {
 			}
 			lk := linkKey{k.plane, k.t0, j}
 			linkKeys = append(linkKeys, lk)
-			// Most hosts of the T0 must agree (one host's bad loop
-			// alone is its own problem, already reported).
-			if nBad*2 > nOK {
-				linkLoss[lk] = [2]float64{worst, 1}
+			// The hosts' windows are pooled: at a few % loss one
+			// host's 64 probes often hold a single loss, under
+			// LossyAt, so judging each host alone misses the link (or
+			// half of a lossy T1). Most hosts must still see some
+			// loss: one host's bad loop alone is its own problem.
+			pooled := float64(lost) / float64(sent)
+			if state(pooled) != Good && nSome*2 > nOK {
+				linkLoss[lk] = [2]float64{pooled, 1}
 			}
 		}
 	}

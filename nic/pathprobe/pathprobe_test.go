@@ -110,6 +110,28 @@ func TestLocalise(t *testing.T) {
 			}
 			return 0
 		}, []string{"p0-t1-1 dead"}},
+		{"a whole T1 at 5% loss: some windows alone under the threshold", func(h, _ string, j int) float64 {
+			// What clos-4p showed: h1's and h3's windows through the
+			// lossy T1 held 1 loss of 64 each (1.6%), under LossyAt;
+			// judged per host, p0-t0-0's link went unconfirmed and
+			// p0-t0-1's alone was named. Pooled per T0 both are lossy.
+			if j != 1 {
+				return 0
+			}
+			if h == "h1" {
+				return 1.0 / 64
+			}
+			return 3.0 / 64
+		}, []string{"p0-t1-1 lossy"}},
+		{"a T0-T1 link at 5%, one host's window under the threshold", func(h, t0 string, j int) float64 {
+			if t0 != "p0-t0-0" || j != 0 {
+				return 0
+			}
+			if h == "h0" {
+				return 1.0 / 64
+			}
+			return 4.0 / 64
+		}, []string{"p0-t0-0--p0-t1-0 lossy"}},
 		{"one host's T1 loop alone is not the T0-T1 link", func(h, _ string, j int) float64 {
 			if h == "h0" && j == 0 {
 				return 1
