@@ -7,7 +7,12 @@
 //
 //	mrc-mapper map --dir RUNDIR [--json] [--bad]
 //	mrc-mapper map -d SOCKET [-d SOCKET ...] [--json] [--bad]
-//	mrc-mapper watch (--dir RUNDIR | -d SOCKET ...) [--deny] [--hold 2s] [--interval 100ms] [--duration 60s]
+//	mrc-mapper map --agent ADDR [--agent ADDR ...] [--json] [--bad]
+//	mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold 2s] [--interval 100ms] [--duration 60s]
+//	mrc-mapper agent --listen ADDR -d SOCKET [--deny]
+//
+// The agent serves its host's loops over HTTP on the management network
+// (agent.go), so the collector need not run on the hosts' machine.
 //
 // watch prints every change of a link's state; with --deny it also puts
 // each bad link into the denylist of every NIC (mrcctl deny link) and
@@ -15,14 +20,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -40,11 +48,14 @@ func main() {
 	}
 }
 
-const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ...) [--json | --prom] [--bad]
-       mrc-mapper watch (--dir RUNDIR | -d SOCKET ...) [--deny] [--hold D] [--interval D] [--duration D]
+const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--json | --prom] [--bad]
+       mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold D] [--interval D] [--duration D]
+       mrc-mapper agent --listen ADDR -d SOCKET [--deny]
 
 Reads the path-probe statistics of every host's mrc-nicd (their device
-sockets: those of a mrc-testbed run folder, or each -d) and prints the link
+sockets: those of a mrc-testbed run folder, or each -d; or, over the
+management network, each --agent: a mrc-mapper agent on that host) and
+prints the link
 map: every NIC–T0 and T0–T1 link (or a whole switch) as good, lossy with its
 loss over the probe window, or dead, with the evidence. The NICs must run
 with path_probes set (e.g. 5ms).
@@ -62,9 +73,14 @@ func (s *socks) String() string     { return strings.Join(*s, ",") }
 func (s *socks) Set(v string) error { *s = append(*s, v); return nil }
 
 func run(args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "agent" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runAgent(ctx, args[1:], nil)
+	}
 	if len(args) == 0 || (args[0] != "map" && args[0] != "watch") {
 		fmt.Fprint(os.Stderr, usage)
-		return errors.New("want the map or watch command")
+		return errors.New("want the map, watch or agent command")
 	}
 	watch := args[0] == "watch"
 	fs := flag.NewFlagSet("mrc-mapper "+args[0], flag.ContinueOnError)
@@ -75,6 +91,8 @@ func run(args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "a mrc-testbed run folder: every host's device socket")
 	var ds socks
 	fs.Var(&ds, "d", "a host's mrc-nicd device socket (repeatable)")
+	var agents socks
+	fs.Var(&agents, "agent", "a host's `mrc-mapper agent` address host:port, over the management network (repeatable)")
 	asJSON := fs.Bool("json", false, "print the map as JSON")
 	asProm := fs.Bool("prom", false, "print the map as Prometheus text exposition (node_exporter's textfile collector reads it)")
 	bad := fs.Bool("bad", false, "print only links that are not good")
@@ -89,16 +107,23 @@ func run(args []string, out io.Writer) error {
 		}
 		ds = append(ds, s...)
 	}
-	if len(ds) == 0 {
-		return errors.New("no hosts: give --dir RUNDIR or -d SOCKET")
+	var srcs []source
+	for _, s := range ds {
+		srcs = append(srcs, sockSource(s))
+	}
+	for _, a := range agents {
+		srcs = append(srcs, newAgentSource(a))
+	}
+	if len(srcs) == 0 {
+		return errors.New("no hosts: give --dir RUNDIR, -d SOCKET or --agent ADDR")
 	}
 	if watch {
 		if *interval < 10*time.Millisecond || *duration <= 0 || *duration > 24*time.Hour {
 			return fmt.Errorf("--interval %v (at least 10ms) or --duration %v (up to 24h) out of range", *interval, *duration)
 		}
-		return watchLoop(ds, out, *deny, *hold, *interval, *duration)
+		return watchLoop(srcs, out, *deny, *hold, *interval, *duration)
 	}
-	links, err := mapOnce(ds)
+	links, err := mapOnce(srcs)
 	if err != nil {
 		return err
 	}
@@ -128,10 +153,10 @@ func run(args []string, out io.Writer) error {
 	return tw.Flush()
 }
 
-func mapOnce(ds []string) ([]pathprobe.Link, error) {
+func mapOnce(srcs []source) ([]pathprobe.Link, error) {
 	var all []pathprobe.Stats
-	for _, s := range ds {
-		st, err := hostStats(s)
+	for _, s := range srcs {
+		st, err := s.stats()
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +167,7 @@ func mapOnce(ds []string) ([]pathprobe.Link, error) {
 
 // watchLoop maps every interval until duration has passed, printing
 // changes and, with deny, keeping the NICs' denylists in line with the map.
-func watchLoop(ds []string, out io.Writer, deny bool, hold, interval, duration time.Duration) error {
+func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration time.Duration) error {
 	start := time.Now()
 	state := map[string]string{}     // link -> last state printed
 	denied := map[string]time.Time{} // link -> when it was last seen bad
@@ -187,18 +212,10 @@ func orGood(s string) string {
 
 // denyAll sends deny or allow of link to every NIC and returns how many
 // took it (a NIC whose paths do not cross the link refuses it).
-func denyAll(ds []string, cmd vproto.CtlCmd, link string) int {
+func denyAll(ds []source, cmd vproto.CtlCmd, link string) int {
 	n := 0
 	for _, s := range ds {
-		d, err := verbs.Open(s)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "mrc-mapper: %s: %v\n", s, err)
-			continue
-		}
-		var r vproto.CtlResult
-		err = d.Ctl(vproto.CtlRequest{Cmd: cmd, Scope: vproto.ScopeLink, Link: link}, &r)
-		d.Close()
-		if err != nil {
+		if err := s.ctl(cmd, link); err != nil {
 			fmt.Fprintf(os.Stderr, "mrc-mapper: %s %s on %s: %v\n", cmd, link, s, err)
 			continue
 		}

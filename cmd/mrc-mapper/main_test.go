@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/pathprobe"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // TestArgsAndErrors: bad commands and bounds are refused; a NIC without
@@ -21,9 +25,10 @@ func TestArgsAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{}, "map or watch"},
-		{[]string{"mapp"}, "map or watch"},
+		{[]string{}, "map, watch or agent"},
+		{[]string{"mapp"}, "map, watch or agent"},
 		{[]string{"map"}, "no hosts"},
+		{[]string{"agent", "-d", p.Sock[0]}, "--listen"},
 		{[]string{"map", "--dir", t.TempDir()}, "mrc-testbed run folder"},
 		{[]string{"map", "-d", p.Sock[0]}, "path_probes"},
 		{[]string{"watch", "-d", p.Sock[0], "--interval", "1ms"}, "--interval"},
@@ -55,5 +60,50 @@ func TestWriteProm(t *testing.T) {
 	fams, err := p.TextToMetricFamilies(strings.NewReader(b.String()))
 	if err != nil || len(fams) != 2 || len(fams["mrc_link_state"].GetMetric()) != 2 {
 		t.Fatalf("expfmt: %v, %d families", err, len(fams))
+	}
+}
+
+// TestAgent: the collector reaches a NIC through a mrc-mapper agent over
+// HTTP: the NIC's answer (here: path probes off) comes back whole, and
+// deny is refused unless the agent was started with --deny.
+func TestAgent(t *testing.T) {
+	p := daemontest.Start(t, 1)
+	for _, deny := range []bool{false, true} {
+		args := []string{"--listen", "127.0.0.1:0", "-d", p.Sock[0]}
+		if deny {
+			args = append(args, "--deny")
+		}
+		addr := make(chan string, 1)
+		done := make(chan error, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { done <- runAgent(ctx, args, func(a string) { addr <- a }) }()
+		var a string
+		select {
+		case a = <-addr:
+		case err := <-done:
+			t.Fatalf("agent: %v", err)
+		}
+		err := run([]string{"map", "--agent", a}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "path_probes") || !strings.Contains(err.Error(), a) {
+			t.Errorf("map --agent %s: %v, want the NIC's path_probes error naming the agent", a, err)
+		}
+		r, err := http.PostForm("http://"+a+"/deny", url.Values{"link": {"p0-t0-0--p0-t1-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		// Without --deny: forbidden. With it: the NIC refuses the link
+		// (daemontest's NIC has no path template), 400 with its reason.
+		want := map[bool]int{false: http.StatusForbidden, true: http.StatusBadRequest}[deny]
+		if r.StatusCode != want {
+			t.Errorf("deny via agent (--deny %v): HTTP %d, want %d", deny, r.StatusCode, want)
+		}
+		if err := newAgentSource("127.0.0.1:1").ctl(vproto.CtlDeny, "x"); err == nil {
+			t.Error("an agent address with nobody listening gave no error")
+		}
+		cancel() // as SIGTERM does
+		if err := <-done; err != nil {
+			t.Fatalf("agent stopped with %v", err)
+		}
 	}
 }
