@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/pathprobe"
+	"github.com/softmrc/softmrc/nic/vproto"
+)
+
+// TestTestbedMapperAgents: the collector on one host gathers every host's
+// loops over the management network from a `mrc-mapper agent` in each
+// host's namespace (not through device sockets): a blackholed T0–T1 link
+// it was not told about is named alone, and watch --deny through the
+// agents puts it into a far host's denylist.
+func TestTestbedMapperAgents(t *testing.T) {
+	requireNetns(t)
+	hosts := []string{"h0", "h1", "h2", "h3"}
+	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, hosts...)
+	testbed := filepath.Join(tb.bin, "mrc-testbed")
+	var agents []string
+	for _, h := range hosts {
+		addr := net.JoinHostPort(planField(t, tb.plan, h, "mgmt_addr"), "9470")
+		var log lockedBuffer
+		c := exec.Command(testbed, "exec", "--dir", tb.dir, h, "--",
+			filepath.Join(tb.bin, "mrc-mapper"), "agent", "--listen", addr, "-d", tb.hosts[h].cfg.DeviceSocket, "--deny")
+		c.Stdout, c.Stderr = &log, &log
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.Process.Signal(syscall.SIGTERM)
+			c.Wait()
+			t.Logf("agent on %s:\n%s", h, log.String())
+		})
+		agents = append(agents, "--agent", addr)
+	}
+	// The collector runs in h0's namespace: only the management network
+	// reaches the other hosts' agents from there.
+	collector := func(args ...string) *exec.Cmd {
+		return exec.Command(testbed, append([]string{"exec", "--dir", tb.dir, "h0", "--", filepath.Join(tb.bin, "mrc-mapper")}, append(args, agents...)...)...)
+	}
+	bad := func() ([]pathprobe.Link, error) {
+		out, err := collector("map", "--bad", "--json").Output()
+		if err != nil {
+			return nil, err
+		}
+		var ls []pathprobe.Link
+		return ls, json.Unmarshal(out, &ls)
+	}
+	// Agents start in the background: wait until the map is whole and clean.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ls, err := bad()
+		if err == nil && len(ls) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("map over the agents: %v, bad %v", err, ls)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err := collector("map").CombinedOutput()
+	if err != nil || strings.Count(string(out), " good ") != 16 {
+		t.Fatalf("map over 4 agents: %v, want 16 good links:\n%s", err, out)
+	}
+	const link = "p1-t0-1--p1-t1-0"
+	tb.fault(t, link, "blackhole")
+	defer tb.fault(t, link, "clear")
+	start := time.Now()
+	for {
+		ls, err := bad()
+		if err == nil && len(ls) == 1 && ls[0].Name == link {
+			t.Logf("named over the management network in %v: %+v", time.Since(start).Round(10*time.Millisecond), ls[0])
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("after 2 s the map over the agents shows %+v (%v)", ls, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w, err := collector("watch", "--deny", "--interval", "50ms", "--duration", "1s", "--hold", "10s").CombinedOutput()
+	if err != nil || !strings.Contains(string(w), "deny link "+link+" on 4 NICs") {
+		t.Fatalf("watch --deny over the agents: %v\n%s", err, w)
+	}
+	var rows []vproto.DenyRow
+	if err := ctlJSON(tb.hosts["h3"].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Entry != "link "+link {
+		t.Fatalf("h3's denylist after watch --deny over the agents: %+v", rows)
+	}
+	t.Logf("watch --deny over the agents:\n%s", w)
+}
