@@ -48,8 +48,8 @@ func main() {
 	}
 }
 
-const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--json | --prom] [--bad]
-       mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold D] [--interval D] [--duration D]
+const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--json | --prom] [--bad] [--png FILE]
+       mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold D] [--interval D] [--duration D] [--metrics ADDR]
        mrc-mapper agent --listen ADDR -d SOCKET [--deny]
 
 Reads the path-probe statistics of every host's mrc-nicd (their device
@@ -63,7 +63,12 @@ with path_probes set (e.g. 5ms).
 watch maps every --interval for --duration and prints each change of a
 link's state. With --deny, a link that turns bad is denied on every NIC
 (a NIC–T0 link: that host's plane; a T0–T1 link: every path over it) and
-allowed again once it has been good for --hold. Needs root.
+allowed again once it has been good for --hold. Needs root. With --metrics
+it serves the latest map on http://ADDR/metrics (mrc_link_loss,
+mrc_link_state) for Prometheus to scrape.
+
+map --png FILE draws the fabric with its bad links and switches coloured
+(good grey, lossy orange, dead red).
 
 `
 
@@ -96,6 +101,8 @@ func run(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the map as JSON")
 	asProm := fs.Bool("prom", false, "print the map as Prometheus text exposition (node_exporter's textfile collector reads it)")
 	bad := fs.Bool("bad", false, "print only links that are not good")
+	pngFile := fs.String("png", "", "map: also draw the fabric with its bad links coloured into this PNG file")
+	metrics := fs.String("metrics", "", "watch: serve the latest map as Prometheus metrics on http://ADDR/metrics")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -121,11 +128,24 @@ func run(args []string, out io.Writer) error {
 		if *interval < 10*time.Millisecond || *duration <= 0 || *duration > 24*time.Hour {
 			return fmt.Errorf("--interval %v (at least 10ms) or --duration %v (up to 24h) out of range", *interval, *duration)
 		}
-		return watchLoop(srcs, out, *deny, *hold, *interval, *duration)
+		var pub *promMap
+		if *metrics != "" {
+			var err error
+			if pub, err = serveMetrics(*metrics); err != nil {
+				return err
+			}
+			defer pub.close()
+		}
+		return watchLoop(srcs, out, *deny, *hold, *interval, *duration, pub)
 	}
 	links, err := mapOnce(srcs)
 	if err != nil {
 		return err
+	}
+	if *pngFile != "" {
+		if err := writePNG(*pngFile, links); err != nil {
+			return err
+		}
 	}
 	if *bad {
 		kept := links[:0]
@@ -167,7 +187,7 @@ func mapOnce(srcs []source) ([]pathprobe.Link, error) {
 
 // watchLoop maps every interval until duration has passed, printing
 // changes and, with deny, keeping the NICs' denylists in line with the map.
-func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration time.Duration) error {
+func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration time.Duration, pub *promMap) error {
 	start := time.Now()
 	state := map[string]string{}     // link -> last state printed
 	denied := map[string]time.Time{} // link -> when it was last seen bad
@@ -177,6 +197,7 @@ func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration t
 		if err != nil {
 			return err
 		}
+		pub.set(links)
 		now := time.Now()
 		for _, l := range links {
 			if old, ok := state[l.Name]; (ok || l.State != pathprobe.Good) && old != l.State {

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -105,5 +107,64 @@ func TestAgent(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("agent stopped with %v", err)
 		}
+	}
+}
+
+// fakeSource is a host whose loops are given.
+type fakeSource []pathprobe.Stats
+
+func (f fakeSource) String() string                           { return "fake" }
+func (f fakeSource) stats() ([]pathprobe.Stats, error)        { return f, nil }
+func (f fakeSource) ctl(cmd vproto.CtlCmd, link string) error { return nil }
+
+// TestWatchMetrics: watch --metrics serves the map it just made over HTTP,
+// in a form Prometheus' parser reads: a blackholed T0–T1 link seen by
+// both hosts under its T0 is state 2.
+func TestWatchMetrics(t *testing.T) {
+	var srcs []source
+	for _, h := range []string{"h0", "h1"} {
+		var st fakeSource
+		for j := -1; j < 2; j++ {
+			lost := 0
+			if j == 1 {
+				lost = 64
+			}
+			s := pathprobe.Stats{Target: pathprobe.Target{Host: h, Plane: 0, T0: "p0-t0-0", T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64}
+			if j >= 0 {
+				s.T1Sw = "p0-t1-" + string(rune('0'+j))
+			}
+			st = append(st, s)
+		}
+		srcs = append(srcs, st)
+	}
+	pub, err := serveMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.close()
+	var out bytes.Buffer
+	if err := watchLoop(srcs, &out, false, time.Second, 10*time.Millisecond, 30*time.Millisecond, pub); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "p0-t0-0--p0-t1-1 good -> dead") {
+		t.Errorf("watch printed %q", out.String())
+	}
+	r, err := http.Get("http://" + pub.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, m := range fams["mrc_link_state"].GetMetric() {
+		got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+	}
+	want := map[string]float64{"p0-t0-0--p0-t1-1": 2, "p0-t0-0--p0-t1-0": 0, "h0--p0-t0-0": 0, "h1--p0-t0-0": 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("/metrics mrc_link_state %v, want %v", got, want)
 	}
 }
