@@ -55,7 +55,7 @@ const usage = `usage: mrcctl [-d SOCKET] [-json] COMMAND
 commands:
   ports                      NIC ports, carrier and counters
   qps                        QPs with state, RTT, window and counters
-  evs QPN                    the EV table of a QP: state, plane, path, counters
+  evs QPN                    the EV table of a QP: plane, uSID path, the switches it crosses, state, counters
   counters                   engine, run-loop and port counters
   sessions                   applications with the device open
   paths                      the path-probe agent's loops (path_probes in the NIC config)
@@ -211,9 +211,13 @@ func run(args []string, out io.Writer) error {
 				q.Timeouts, q.Losses, q.GoodEVs, q.EVs)
 		}
 	case *[]vproto.EVRow:
-		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
+		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSWITCHES\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
 		for _, e := range *r {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, e.State, e.Active,
+			sw := e.Switches
+			if sw == "" {
+				sw = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, sw, e.State, e.Active,
 				e.Sent, e.Acked, e.ECN, e.Trims, e.Losses, e.Timeouts, e.Probes)
 		}
 	case *vproto.Counters:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -35,7 +36,49 @@ var (
 	descQPRx        = prometheus.NewDesc("mrc_qp_rx_bytes_total", "Payload bytes received by a QP.", []string{"qpn"}, nil)
 	descQPRtx       = prometheus.NewDesc("mrc_qp_retransmits_total", "Data packets retransmitted by a QP.", []string{"qpn"}, nil)
 	descQPGoodEVs   = prometheus.NewDesc("mrc_qp_good_evs", "EVs of a QP in state GOOD.", []string{"qpn"}, nil)
+
+	// Per path, not per EV: an EV's series would number QPs × EVs
+	// (thousands per host); (peer, plane, T1) is bounded by the fabric.
+	pathLabels      = []string{"peer", "plane", "t1"}
+	descPathSent    = prometheus.NewDesc("mrc_path_sent_packets_total", "Data packets sent on the EVs of a path (peer, plane, T1 index), summed over QPs and EVs.", pathLabels, nil)
+	descPathAcked   = prometheus.NewDesc("mrc_path_acked_packets_total", "Packets acknowledged on the EVs of a path.", pathLabels, nil)
+	descPathLosses  = prometheus.NewDesc("mrc_path_losses_total", "Losses detected on the EVs of a path.", pathLabels, nil)
+	descPathTimeout = prometheus.NewDesc("mrc_path_timeouts_total", "Retransmission timeouts on the EVs of a path.", pathLabels, nil)
+	descPathECN     = prometheus.NewDesc("mrc_path_ecn_total", "ECN-marked packets on the EVs of a path.", pathLabels, nil)
+	descPathTrims   = prometheus.NewDesc("mrc_path_trims_total", "Trimmed packets on the EVs of a path.", pathLabels, nil)
+	descPathEVs     = prometheus.NewDesc("mrc_path_evs", "EVs of a path in each state, over the QPs toward that peer.", append(slices.Clone(pathLabels), "state"), nil)
 )
+
+// pathKey is one physical path toward a peer: plane and T1 index.
+type pathKey struct {
+	peer      string
+	plane, t1 int
+}
+
+// pathStats is the sum over the EVs of one path.
+type pathStats struct {
+	sent, acked, losses, timeouts, ecn, trims uint64
+	states                                    map[string]int
+}
+
+// addPathEVs adds the EVs of a QP toward peer to m.
+func addPathEVs(m map[pathKey]*pathStats, peer string, evs []mrc.EVSnapshot) {
+	for _, e := range evs {
+		k := pathKey{peer, int(e.Plane), int(e.EV.T1())}
+		ps := m[k]
+		if ps == nil {
+			ps = &pathStats{states: map[string]int{}}
+			m[k] = ps
+		}
+		ps.sent += e.Sent
+		ps.acked += e.Acked
+		ps.losses += e.Losses
+		ps.timeouts += e.Timeouts
+		ps.ecn += e.ECN
+		ps.trims += e.Trims + e.TrimsLastHop
+		ps.states[e.State.String()]++
+	}
+}
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 
@@ -72,6 +115,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var ec mrc.EngineCounters
 	var rows []qpRow
+	paths := map[pathKey]*pathStats{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -90,6 +134,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 					}
 				}
 				rows = append(rows, r)
+				addPathEVs(paths, d.peerName(q), s.EVs)
 			}
 		})
 	}()
@@ -108,6 +153,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descQPRx, r.rx, q)
 		counter(descQPRtx, r.rtx, q)
 		ch <- prometheus.MustNewConstMetric(descQPGoodEVs, prometheus.GaugeValue, float64(r.good), q)
+	}
+	for k, ps := range paths {
+		l := []string{k.peer, strconv.Itoa(k.plane), strconv.Itoa(k.t1)}
+		counter(descPathSent, ps.sent, l...)
+		counter(descPathAcked, ps.acked, l...)
+		counter(descPathLosses, ps.losses, l...)
+		counter(descPathTimeout, ps.timeouts, l...)
+		counter(descPathECN, ps.ecn, l...)
+		counter(descPathTrims, ps.trims, l...)
+		for st, n := range ps.states {
+			ch <- prometheus.MustNewConstMetric(descPathEVs, prometheus.GaugeValue, float64(n), append(slices.Clone(l), st)...)
+		}
 	}
 }
 

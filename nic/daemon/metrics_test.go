@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Every engine counter is exported, under its snake_case name, with its
@@ -47,6 +48,49 @@ func TestSnakeCase(t *testing.T) {
 	} {
 		if got := snakeCase(in); got != want {
 			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPathMetricsPerPath: the per-EV telemetry is summed per (peer,
+// plane, T1): 2 QPs toward h3 with 16 EVs each over 2 planes × 2 T1s
+// give 4 series, not 32, with the EVs' counters summed and their states
+// counted; another peer gets its own.
+func TestPathMetricsPerPath(t *testing.T) {
+	m := map[pathKey]*pathStats{}
+	qp := func() []mrc.EVSnapshot {
+		var evs []mrc.EVSnapshot
+		for i := 0; i < 16; i++ {
+			plane, t1 := wire.Plane(i%2), uint8(i/2%2)
+			e := mrc.EVSnapshot{EV: wire.MakeEV(plane, t1, uint32(i)), Plane: plane, State: mrc.EVGood}
+			e.Sent, e.Acked, e.Losses = 10, 9, 1
+			if plane == 1 && t1 == 1 {
+				e.State = mrc.EVAssumedBad
+			}
+			evs = append(evs, e)
+		}
+		return evs
+	}
+	addPathEVs(m, "h3", qp())
+	addPathEVs(m, "h3", qp())
+	addPathEVs(m, "h1", qp()[:1])
+	if len(m) != 5 {
+		t.Fatalf("%d series, want 4 paths toward h3 and 1 toward h1: %v", len(m), m)
+	}
+	for k, ps := range m {
+		n := 8 // 2 QPs × 16 EVs / 4 paths
+		if k.peer == "h1" {
+			n = 1
+		}
+		if ps.sent != uint64(10*n) || ps.acked != uint64(9*n) || ps.losses != uint64(n) {
+			t.Errorf("%+v: sent %d acked %d losses %d, want %d %d %d", k, ps.sent, ps.acked, ps.losses, 10*n, 9*n, n)
+		}
+		want := map[string]int{mrc.EVGood.String(): n}
+		if k.plane == 1 && k.t1 == 1 {
+			want = map[string]int{mrc.EVAssumedBad.String(): n}
+		}
+		if fmt.Sprint(ps.states) != fmt.Sprint(want) {
+			t.Errorf("%+v: states %v, want %v", k, ps.states, want)
 		}
 	}
 }

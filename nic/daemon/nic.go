@@ -11,6 +11,7 @@ import (
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/oam"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -581,7 +582,7 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 		}
 		rows := make([]vproto.EVRow, 0, len(s.EVs))
 		for _, e := range s.EVs {
-			rows = append(rows, vproto.EVRow{EV: e.EV.String(), Plane: int(e.Plane), T1: int(e.EV.T1()), Path: d.pathOf(q, e.EV),
+			rows = append(rows, vproto.EVRow{EV: e.EV.String(), Plane: int(e.Plane), T1: int(e.EV.T1()), Path: d.pathOf(q, e.EV), Switches: d.switchesOf(q, e.EV),
 				State: e.State.String(), Active: e.Active, Sent: e.Sent, Acked: e.Acked, ECN: e.ECN, Trims: e.Trims + e.TrimsLastHop,
 				Losses: e.Losses, Timeouts: e.Timeouts, Probes: e.Probes})
 		}
@@ -631,11 +632,62 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 
 // pathOf names ev's path toward q's peer: the uSID list in srv6 mode.
 func (d *Daemon) pathOf(q *qpState, ev wire.EV) string {
+	usids, _, msg := d.pathUSIDs(q, ev)
+	if usids == nil {
+		return msg
+	}
+	var b strings.Builder
+	for i, u := range usids {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%04x", u)
+	}
+	return b.String()
+}
+
+// switchesOf names the physical path of ev toward q's peer: the switch
+// of each uSID (docs/conventions.md), then the peer host, e.g. "p0-t0-0
+// p0-t1-1 p0-t0-1 h3". Empty in ecmp mode (no fixed path).
+func (d *Daemon) switchesOf(q *qpState, ev wire.EV) string {
+	usids, peer, _ := d.pathUSIDs(q, ev)
+	if len(usids) == 0 {
+		return ""
+	}
+	names := make([]string, len(usids))
+	for i, u := range usids[:len(usids)-1] {
+		names[i] = oam.SwitchName(u)
+	}
+	names[len(names)-1] = peer
+	return strings.Join(names, " ")
+}
+
+// peerName is q's peer as the path template names it (h3), else its
+// first address, else "-".
+func (d *Daemon) peerName(q *qpState) string {
+	for _, a := range q.peer.RemoteAddrs {
+		if !a.IsValid() {
+			continue
+		}
+		if d.tmpl != nil {
+			if idx, ok := d.tmpl.PeerByAddr(wire.Addr128FromNetip(a)); ok {
+				return d.tmpl.Peers[idx].Name
+			}
+		}
+		return a.String()
+	}
+	return "-"
+}
+
+// pathUSIDs is ev's uSID list toward q's peer and the peer's template
+// name; nil and a reason when there is none (ecmp mode, no template, a
+// peer outside it).
+func (d *Daemon) pathUSIDs(q *qpState, ev wire.EV) ([]uint16, string, string) {
 	if d.cfg.Mode == config.ModeECMP {
-		return fmt.Sprintf("ecmp plane %d", ev.Plane())
+		return nil, "", fmt.Sprintf("ecmp plane %d", ev.Plane())
 	}
 	if d.tmpl == nil {
-		return ""
+		return nil, "", ""
 	}
 	for _, a := range q.peer.RemoteAddrs {
 		if !a.IsValid() {
@@ -643,20 +695,13 @@ func (d *Daemon) pathOf(q *qpState, ev wire.EV) string {
 		}
 		idx, ok := d.tmpl.PeerByAddr(wire.Addr128FromNetip(a))
 		if !ok {
-			return "peer not in template"
+			return nil, "", "peer not in template"
 		}
 		ps, err := d.tmpl.Compile(idx)
 		if err != nil {
-			return err.Error()
+			return nil, "", err.Error()
 		}
-		var b strings.Builder
-		for i, u := range ps.USIDs(ev) {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			fmt.Fprintf(&b, "%04x", u)
-		}
-		return b.String()
+		return ps.USIDs(ev), d.tmpl.Peers[idx].Name, ""
 	}
-	return ""
+	return nil, "", ""
 }

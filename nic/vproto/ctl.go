@@ -135,10 +135,13 @@ type QPRow struct {
 
 // EVRow is one row of `mrcctl evs QPN`.
 type EVRow struct {
-	EV       string `json:"ev"`
-	Plane    int    `json:"plane"`
-	T1       int    `json:"t1"`
-	Path     string `json:"path"`
+	EV    string `json:"ev"`
+	Plane int    `json:"plane"`
+	T1    int    `json:"t1"`
+	Path  string `json:"path"`
+	// Switches is the physical path: each uSID's switch, then the peer
+	// (p0-t0-0 p0-t1-1 p0-t0-1 h3); empty without a fixed path (ecmp).
+	Switches string `json:"switches,omitempty"`
 	State    string `json:"state"`
 	Active   bool   `json:"active"`
 	Sent     uint64 `json:"sent"`
