@@ -109,11 +109,14 @@ It runs until SIGINT or SIGTERM.
 // runAgent serves until ctx ends; ready gets the address it listens on.
 func runAgent(ctx context.Context, args []string, ready func(addr string)) error {
 	fs := flag.NewFlagSet("mrc-mapper agent", flag.ContinueOnError)
-	listen := fs.String("listen", "", "address to serve on (host:port; the host's management address)")
-	sock := fs.String("d", "", "the local mrc-nicd's device socket")
+	listen := fs.String("listen", "", "`host:port` to serve on (the host's management address)")
+	sock := fs.String("d", "", "the local mrc-nicd's device `socket`")
 	deny := fs.Bool("deny", false, "accept POST /deny and /allow from the collector")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), agentUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *listen == "" || *sock == "" {

@@ -55,8 +55,7 @@ const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ... | --agent ADD
 Reads the path-probe statistics of every host's mrc-nicd (their device
 sockets: those of a mrc-testbed run folder, or each -d; or, over the
 management network, each --agent: a mrc-mapper agent on that host) and
-prints the link
-map: every NIC–T0 and T0–T1 link (or a whole switch) as good, lossy with its
+prints the link map: every NIC–T0 and T0–T1 link (or a whole switch) as good, lossy with its
 loss over the probe window, or dead, with the evidence. The NICs must run
 with path_probes set (e.g. 5ms).
 
@@ -97,7 +96,7 @@ func run(args []string, out io.Writer) error {
 	var ds socks
 	fs.Var(&ds, "d", "a host's mrc-nicd device socket (repeatable)")
 	var agents socks
-	fs.Var(&agents, "agent", "a host's `mrc-mapper agent` address host:port, over the management network (repeatable)")
+	fs.Var(&agents, "agent", "a host's mrc-mapper agent as `host:port`, over the management network (repeatable)")
 	asJSON := fs.Bool("json", false, "print the map as JSON")
 	asProm := fs.Bool("prom", false, "print the map as Prometheus text exposition (node_exporter's textfile collector reads it)")
 	bad := fs.Bool("bad", false, "print only links that are not good")
@@ -105,6 +104,9 @@ func run(args []string, out io.Writer) error {
 	metrics := fs.String("metrics", "", "watch: serve the latest map as Prometheus metrics on http://ADDR/metrics")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *dir != "" {
