@@ -367,9 +367,11 @@ func (q *qp) setEVAdmin(ev wire.EV, deny bool) {
 	if !ok {
 		return
 	}
+	x := &q.evs[idx]
+	x.byQP = deny
 	if deny {
 		q.setState(idx, EVDenied)
-	} else if q.evs[idx].state == EVDenied {
+	} else if x.state == EVDenied && !x.byList {
 		q.setState(idx, EVGood)
 		q.promote(idx)
 	}
@@ -465,7 +467,7 @@ func (q *qp) ctrlEV() (wire.EV, bool) {
 	for i := 0; i < n; i++ {
 		q.revCur = (q.revCur + 1) % n
 		r := &q.rev[q.revCur]
-		if !r.valid || !q.planeOK(r.ev.Plane()) {
+		if !r.valid || !q.planeOK(r.ev.Plane()) || q.e.evDenied(q.peer, r.ev) {
 			continue
 		}
 		if r.ok {

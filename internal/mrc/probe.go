@@ -279,12 +279,11 @@ func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
 		q.revCur = k
 		r := &q.rev[k]
 		ev := r.ev
-		if !r.valid || !r.ok {
-			t1 := uint8(q.e.rng.IntN(256))
-			if q.peer.paths != nil {
-				t1 = uint8(q.e.rng.IntN(q.peer.paths.T1Count()))
+		if !r.valid || !r.ok || q.e.evDenied(q.peer, ev) {
+			var ok bool
+			if ev, ok = q.e.freshEV(q.peer, pl); !ok {
+				continue
 			}
-			ev = wire.MakeEV(pl, t1, q.e.rng.Uint32())
 		}
 		for j := range q.probes {
 			if p := &q.probes[j]; p.used && p.ev < 0 && p.rev == k {
