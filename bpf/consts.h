@@ -34,6 +34,13 @@
 #define SW_ROLE_FABRIC 0
 #define SW_ROLE_HOST 1
 
+/*
+ * sw_port.flags. SW_PORT_F_HOST_ECN: a host-facing port marks CE as well
+ * (commodity switches mark on any congested egress; DCQCN needs the marks of a
+ * last-hop incast). Without it a host port only trims (MRC's design).
+ */
+#define SW_PORT_F_HOST_ECN 1
+
 /* Next-hop kinds (struct sw_nexthop.kind). */
 #define SW_NH_PORT 0
 #define SW_NH_GROUP 1

@@ -61,7 +61,7 @@ struct sw_port {
 	__u32 mark_bytes;
 	__u32 trim_bytes;
 	__u32 buf_bytes;
-	__u32 pad;
+	__u32 flags; /* SW_PORT_F_* */
 };
 
 /* Injected faults of a port. */

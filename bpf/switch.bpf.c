@@ -304,7 +304,8 @@ int xdp_switch(struct xdp_md *ctx)
 		enum qm_verdict v = vq_admit(out, port, len, tlen, prio, bpf_ktime_get_ns());
 		if (v == QM_DROP)
 			return verdict(out, R_DROP_BUFFER);
-		if (v == QM_MARK && port->role != SW_ROLE_HOST &&
+		if (v == QM_MARK &&
+		    (port->role != SW_ROLE_HOST || (port->flags & SW_PORT_F_HOST_ECN)) &&
 		    ip6_ecn(ip6) != ECN_NOT_ECT && ip6_ecn(ip6) != ECN_CE) {
 			ip6_set_ce(ip6);
 			marked = 1;

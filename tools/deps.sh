@@ -7,8 +7,8 @@ set -euo pipefail
 
 # clang-14/llvm: make generate (bpf2go); libbpf-dev: the BPF headers;
 # tshark: the pcap/dissector checks; iproute2, ethtool, util-linux
-# (nsenter): the netns tests.
-pkgs=(clang-14 llvm libbpf-dev tshark iproute2 ethtool util-linux)
+# (nsenter): the netns tests; jq: the scenario scripts (testbed/scenarios/*.sh).
+pkgs=(clang-14 llvm libbpf-dev tshark iproute2 ethtool util-linux jq)
 
 need=()
 for p in "${pkgs[@]}"; do

@@ -1,18 +1,22 @@
 // Command mrcctl inspects and steers a running mrc-nicd through its device
 // socket: ports and their state, QPs, each QP's EV table (state, plane,
-// path, counters), deny/allow of an EV or a whole plane, counters.
+// path, counters), the denylist, counters.
 //
 //	mrcctl [-d SOCKET] [-json] ports
 //	mrcctl [-d SOCKET] [-json] qps
 //	mrcctl [-d SOCKET] [-json] evs QPN
 //	mrcctl [-d SOCKET] [-json] counters
 //	mrcctl [-d SOCKET] [-json] sessions
+//	mrcctl [-d SOCKET] [-json] deny list
 //	mrcctl [-d SOCKET] deny|allow ev EV [QPN]
+//	mrcctl [-d SOCKET] deny|allow path PLANE,T1
+//	mrcctl [-d SOCKET] deny|allow link NAME
 //	mrcctl [-d SOCKET] deny|allow plane P [QPN]
 //	mrcctl [-d SOCKET] watch [--interval 10ms] [--count N] [--duration 10s]
 //
-// QPN and EV are hex (0x prefix optional) or decimal; without QPN, deny and
-// allow act on every QP.
+// QPN and EV are hex (0x prefix optional) or decimal. Without QPN, deny and
+// allow edit the daemon's denylist, which holds for every QP, those created
+// later too, for the daemon's life. With a QPN they act on that QP only.
 //
 // Run as root (or as mrc-nicd's user), mrcctl sees and steers every
 // application's QPs; run as another user it is an application like any
@@ -32,6 +36,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/softmrc/softmrc/nic/pathprobe"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -53,14 +58,21 @@ commands:
   evs QPN                    the EV table of a QP: state, plane, path, counters
   counters                   engine, run-loop and port counters
   sessions                   applications with the device open
+  paths                      the path-probe agent's loops (path_probes in the NIC config)
+  deny list                  the daemon's denylist
   deny|allow ev EV [QPN]     take an EV out of (or back into) use
-  deny|allow plane P [QPN]   the same for every EV of a plane
+  deny|allow path PLANE,T1   every EV of a plane through one T1 (its T1 index)
+  deny|allow link NAME       every path over a testbed link (h0--p0-t0-0, p0-t0-0--p0-t1-1)
+  deny|allow plane P [QPN]   every EV of a plane
   watch [--interval 10ms] [--count N] [--duration 10s]
                              telemetry as JSON Lines: one sample per QP and per
                              port every interval (1ms..10s), until N samples or
                              the duration (default 10s; both 0: until Ctrl-C);
                              fields in docs/telemetry.md
-Other applications' QPs, and deny/allow without QPN (every QP), need root.
+Without QPN, deny and allow edit the daemon's denylist: every QP, now and
+later, until allowed again. Nothing denied carries data or control packets.
+With QPN, only that QP's EVs. Other applications' QPs, and deny/allow
+without QPN, need root.
 `
 
 func run(args []string, out io.Writer) error {
@@ -104,19 +116,44 @@ func run(args []string, out io.Writer) error {
 		res = &vproto.Counters{}
 	case vproto.CtlSessions:
 		res = &[]vproto.SessionInfo{}
-	case vproto.CtlDeny, vproto.CtlAllow:
-		if len(a) < 3 || len(a) > 4 || (a[1] != "ev" && a[1] != "plane") {
-			return fmt.Errorf("usage: mrcctl %s ev EV [QPN] | %s plane P [QPN]", a[0], a[0])
+	case vproto.CtlPaths:
+		if len(a) != 1 {
+			return fmt.Errorf("usage: mrcctl paths")
 		}
-		v, err := parseNum(a[2], a[1])
-		if err != nil {
-			return err
+		res = &[]pathprobe.Stats{}
+	case vproto.CtlDeny, vproto.CtlAllow:
+		if req.Cmd == vproto.CtlDeny && len(a) == 2 && a[1] == "list" {
+			req.Cmd = vproto.CtlDenylist
+			res = &[]vproto.DenyRow{}
+			break
+		}
+		okScope := len(a) > 1 && (a[1] == "ev" || a[1] == "plane" || a[1] == "path" || a[1] == "link")
+		if len(a) < 3 || len(a) > 4 || !okScope || (len(a) == 4 && (a[1] == "path" || a[1] == "link")) {
+			return fmt.Errorf("usage: mrcctl %[1]s ev EV [QPN] | %[1]s path PLANE,T1 | %[1]s link NAME | %[1]s plane P [QPN] | deny list", a[0])
 		}
 		req.Scope = vproto.CtlScope(a[1])
-		if req.Scope == vproto.ScopeEV {
-			req.EV = v
-		} else {
-			req.Plane = int(v)
+		var err error
+		switch req.Scope {
+		case vproto.ScopeEV, vproto.ScopePlane:
+			v, err := parseNum(a[2], a[1])
+			if err != nil {
+				return err
+			}
+			if req.Scope == vproto.ScopeEV {
+				req.EV = v
+			} else {
+				req.Plane = int(v)
+			}
+		case vproto.ScopePath:
+			p, t1, ok := strings.Cut(a[2], ",")
+			pv, err1 := parseNum(p, "plane")
+			tv, err2 := parseNum(t1, "T1")
+			if !ok || err1 != nil || err2 != nil {
+				return fmt.Errorf("path %q: want PLANE,T1 (e.g. 0,1)", a[2])
+			}
+			req.Plane, req.T1 = int(pv), int(tv)
+		case vproto.ScopeLink:
+			req.Link = a[2]
 		}
 		if len(a) == 4 {
 			if req.QPN, err = parseNum(a[3], "QPN"); err != nil {
@@ -200,6 +237,21 @@ func run(args []string, out io.Writer) error {
 		}
 	case *vproto.CtlResult:
 		fmt.Fprintf(tw, "%s %s %s: %s\n", a[0], a[1], a[2], r.Result)
+	case *[]pathprobe.Stats:
+		fmt.Fprintln(tw, "LOOP\tUSIDS\tSENT\tRECEIVED\tWINDOW LOST\tLOSS\tRTT MIN/AVG/MAX (us)")
+		for _, s := range *r {
+			us := make([]string, len(s.USIDs))
+			for i, u := range s.USIDs {
+				us[i] = fmt.Sprintf("%04x", u)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%.1f%%\t%.1f/%.1f/%.1f\n", s.Name(), strings.Join(us, " "), s.Sent, s.Received,
+				s.WinLost, s.WinSent, 100*s.Loss, s.RTTMin, s.RTTAvg, s.RTTMax)
+		}
+	case *[]vproto.DenyRow:
+		fmt.Fprintln(tw, "ENTRY\tENGINE RULES")
+		for _, d := range *r {
+			fmt.Fprintf(tw, "%s\t%d\n", d.Entry, d.Rules)
+		}
 	}
 	return nil
 }

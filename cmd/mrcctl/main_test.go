@@ -33,7 +33,13 @@ func TestCommands(t *testing.T) {
 		{[]string{"sessions"}, "mrcctl"},
 		{[]string{"-json", "ports"}, `"plane": 1`},
 		{[]string{"deny", "plane", "1"}, "ok"},
+		{[]string{"deny", "ev", "0x10000001"}, "ok"},
+		{[]string{"deny", "ev", "0x10000001"}, "already in the denylist"},
+		{[]string{"deny", "list"}, "plane 1"},
+		{[]string{"-json", "deny", "list"}, `"entry": "ev 0x10000001"`},
 		{[]string{"allow", "ev", "0x10000001"}, "ok"},
+		{[]string{"allow", "plane", "1"}, "ok"},
+		{[]string{"counters"}, "engine.TxCtrlByPlane.plane1"},
 		{[]string{"watch", "--interval", "1ms", "--count", "3"}, `"kind":"nicport"`},
 	} {
 		var out bytes.Buffer
@@ -45,6 +51,7 @@ func TestCommands(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{{"evs", "0x999"}, {"deny", "plane", "7"}, {"nope"}, {"deny", "x", "1"},
+		{"allow", "plane", "1"}, {"deny", "path", "0"}, {"deny", "link", "h1--p0-t0-0"}, {"deny", "link", "a--b", "0x10"},
 		{"watch", "--interval", "100us"}, {"watch", "--count", "-1"}, {"watch", "extra"}} {
 		if err := run(append([]string{"-d", sock}, bad...), &bytes.Buffer{}); err == nil {
 			t.Errorf("mrcctl %v succeeded", bad)

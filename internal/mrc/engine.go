@@ -44,6 +44,8 @@ type Engine struct {
 	commit func(port wire.Plane, n int)
 
 	stats EngineCounters
+
+	deny []DenyRule // engine-wide denylist (deny.go)
 }
 
 // peer is one destination host: the QPs to it share its congestion window
@@ -52,6 +54,8 @@ type peer struct {
 	key      wire.Addr128
 	addrs    [wire.MaxPlanes]wire.Addr128
 	paths    *pathtmpl.Paths
+	tidx     int       // index of its template row (AnyPeer without a template)
+	deny     *peerDeny // the engine's denylist resolved for it (nil: nothing denied)
 	remoteUp uint32
 	cc       ccState
 	srtt     Time
@@ -198,6 +202,17 @@ func (e *Engine) Connect(qpn wire.QPN, remote QPInfo) error {
 	if err != nil {
 		return err
 	}
+	if !e.liveQPTo(p) {
+		// A new session with the peer (first QP, or every earlier one
+		// gone: the peer may be a restarted engine whose port-status ids
+		// begin again at 1): its next update is applied whatever its id,
+		// and it is told which of our ports are down, since it may have
+		// missed that.
+		p.epApplied = false
+		if e.localUp != uint32(1)<<e.cfg.Planes-1 && !p.epPending {
+			e.startPortStatus(p)
+		}
+	}
 	return q.connect(remote, p)
 }
 
@@ -217,7 +232,7 @@ func (e *Engine) peerFor(addrs [wire.MaxPlanes]wire.Addr128) (*peer, error) {
 			return p, nil
 		}
 	}
-	p := &peer{key: key, addrs: addrs, remoteUp: uint32(1)<<e.cfg.Planes - 1}
+	p := &peer{key: key, addrs: addrs, remoteUp: uint32(1)<<e.cfg.Planes - 1, tidx: AnyPeer}
 	if e.cfg.Mode == SRv6 {
 		idx, ok := e.cfg.Template.PeerByAddr(key)
 		if !ok {
@@ -227,17 +242,22 @@ func (e *Engine) peerFor(addrs [wire.MaxPlanes]wire.Addr128) (*peer, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.paths = ps
+		p.paths, p.tidx = ps, idx
 	}
+	e.resolveDeny(p)
 	p.cc.init(&e.cfg.CC, e.cfg.MTU)
-	if e.localUp != uint32(1)<<e.cfg.Planes-1 {
-		// A port is down already: the new peer assumes all are up, so
-		// tell it (the update is retried until answered, which also
-		// covers a peer that has not connected its side yet).
-		e.startPortStatus(p)
-	}
 	e.peers = append(e.peers, p)
 	return p, nil
+}
+
+// liveQPTo reports whether a connected QP to p exists.
+func (e *Engine) liveQPTo(p *peer) bool {
+	for _, q := range e.qpList {
+		if q.peer == p && q.state == QPReady {
+			return true
+		}
+	}
+	return false
 }
 
 // PostWrite queues an RDMA Write or Write-with-Immediate. Any other Op fails
@@ -451,7 +471,7 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 			}
 		}
 	}
-	e.ctrl.push(ctrlItem{kind: ctrlEPResp, peer: pr, port: port, ev: p.EV, reqID: uint16(p.PSN), epOp: p.Endpoint.Op, ts: p.Endpoint.Timestamp})
+	e.queueCtrl(ctrlItem{kind: ctrlEPResp, peer: pr, port: port, ev: p.EV, reqID: uint16(p.PSN), epOp: p.Endpoint.Op, ts: p.Endpoint.Timestamp})
 }
 
 // portRoom reports whether port has TX room for another data packet.
@@ -459,9 +479,10 @@ func (e *Engine) portRoom(port wire.Plane) bool {
 	return e.cfg.PortRates[port] == 0 || e.portBusy[port]-e.now < e.cfg.PortQueue
 }
 
-// planeUsable reports whether EVs of plane may carry traffic to pr.
+// planeUsable reports whether EVs of plane may carry traffic to pr: the
+// port is up at both ends and the denylist leaves the plane to pr.
 func (e *Engine) planeUsable(pr *peer, plane wire.Plane) bool {
-	return e.localUp&pr.remoteUp&(1<<plane) != 0
+	return e.localUp&pr.remoteUp&(1<<plane) != 0 && !pr.planeDenied(plane)
 }
 
 func ts16(now Time) uint16 { return uint16(now >> 10) }
@@ -557,6 +578,7 @@ func (e *Engine) emitFrame(port wire.Plane, emit func(wire.Plane, []byte)) {
 		panic("mrc: encode: " + err.Error())
 	}
 	e.stats.TxFrames++
+	e.countPlane(port)
 	if r := e.cfg.PortRates[port]; r > 0 {
 		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
 	}
@@ -579,6 +601,7 @@ func (e *Engine) emitInto(port wire.Plane) {
 		e.stats.TxNoBuffer++
 	}
 	e.stats.TxFrames++
+	e.countPlane(port)
 	if r := e.cfg.PortRates[port]; r > 0 {
 		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
 	}
@@ -589,6 +612,12 @@ func (e *Engine) fillNet(pr *peer, ev wire.EV) (wire.Plane, bool) {
 	t := &e.tx
 	pl := ev.Plane()
 	if int(pl) >= e.cfg.Planes {
+		return 0, false
+	}
+	if e.evDenied(pr, ev) {
+		// The last line of the denylist: whatever picked ev, nothing
+		// leaves on it (counted; callers also count TxNoRoute).
+		e.stats.TxDenied++
 		return 0, false
 	}
 	t.SrcMAC, t.DstMAC = e.cfg.PortMAC[pl], e.cfg.NextHopMAC[pl]
@@ -665,6 +694,9 @@ func (e *Engine) sendPortStatus(p *peer, emit func(wire.Plane, []byte)) {
 // belong to no QP).
 func (e *Engine) randomEV(p *peer, mask uint32) (wire.EV, bool) {
 	mask &= uint32(1)<<e.cfg.Planes - 1
+	if p.deny != nil {
+		mask &^= p.deny.planes
+	}
 	n := bits.OnesCount32(mask)
 	if n == 0 {
 		return 0, false
@@ -680,9 +712,5 @@ func (e *Engine) randomEV(p *peer, mask uint32) (wire.EV, bool) {
 			k--
 		}
 	}
-	t1 := uint8(e.rng.IntN(256))
-	if p.paths != nil {
-		t1 = uint8(e.rng.IntN(p.paths.T1Count()))
-	}
-	return wire.MakeEV(pl, t1, e.rng.Uint32()), true
+	return e.freshEV(p, pl)
 }

@@ -367,9 +367,11 @@ func (q *qp) setEVAdmin(ev wire.EV, deny bool) {
 	if !ok {
 		return
 	}
+	x := &q.evs[idx]
+	x.byQP = deny
 	if deny {
 		q.setState(idx, EVDenied)
-	} else if q.evs[idx].state == EVDenied {
+	} else if x.state == EVDenied && !x.byList {
 		q.setState(idx, EVGood)
 		q.promote(idx)
 	}
@@ -414,6 +416,9 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 	g := &q.grps[x.grp]
 	if sent > g.lastAckSent && x.state != EVAssumedBad {
 		g.fails++
+		if g.fails == groupFails {
+			g.probeAt, g.probeMiss = 0, 0 // probed as one path from now (probeBad)
+		}
 	}
 	q.setState(idx, EVAssumedBad)
 	if g.fails >= groupFails {
@@ -462,7 +467,7 @@ func (q *qp) ctrlEV() (wire.EV, bool) {
 	for i := 0; i < n; i++ {
 		q.revCur = (q.revCur + 1) % n
 		r := &q.rev[q.revCur]
-		if !r.valid || !q.planeOK(r.ev.Plane()) {
+		if !r.valid || !q.planeOK(r.ev.Plane()) || q.e.evDenied(q.peer, r.ev) {
 			continue
 		}
 		if r.ok {

@@ -20,10 +20,12 @@ import (
 //   - every posted WR completes exactly once, by the end of the settle
 //     phase (OK, an error, or flushed), and no completion names an unknown
 //     WR;
-//   - the data of every WR that completed OK is at its destination, and
-//     the immediates arrive in posting order (both only when no frame was
-//     corrupted: a corrupted frame with a fixed-up ICRC may legally carry
-//     other bytes to a valid address);
+//   - no WR to an invalid address completes OK, the data of every WR that
+//     completed OK is at its destination, and the immediates arrive in
+//     posting order (these three only when no frame was corrupted: a
+//     corrupted frame with a fixed-up ICRC may legally carry other bytes,
+//     or another rkey, to a valid address, or acknowledge what never
+//     arrived);
 //   - no panic.
 //
 // The pair is built once per fuzz worker (templates, buffers, memory
@@ -153,7 +155,9 @@ func (f *fuzzPair) reset(t testing.TB, seed uint64) {
 		}
 		f.eng[i] = e
 	}
-	qc := QPConfig{NumEVs: 8, ReservePerPlane: 1, Window: 128, SendQueue: fzSlots, MaxWImm: 4,
+	// Mostly MRC; a quarter of the seeds go-back-N, a quarter RoCE.
+	tr := [...]Transport{MRC, MRC, GoBackN, RoCE}[seed%4]
+	qc := QPConfig{Transport: tr, NumEVs: 8, ReservePerPlane: 1, Window: 128, SendQueue: fzSlots, MaxWImm: 4,
 		RetryTimeout: 2 * Millisecond, NoEVTimeout: Millisecond, ProbeInterval: 50 * Microsecond}
 	var info [2]QPInfo
 	for i := 0; i < 2; i++ {
@@ -245,7 +249,7 @@ func (f *fuzzPair) drain() error {
 					if w.done > 1 {
 						return fmt.Errorf("side %d: WR %#x completed %d times", side, c.WRID, w.done)
 					}
-					if c.Status == StatusOK && !w.valid {
+					if c.Status == StatusOK && !w.valid && !f.corrupted {
 						return fmt.Errorf("side %d: WR %#x to an invalid address completed OK", side, c.WRID)
 					}
 				case CompRecvImm:
@@ -278,6 +282,49 @@ func (f *fuzzPair) guards() error {
 		}
 		if !bytes.Equal(f.src[i].region, f.srcOK[i]) {
 			return fmt.Errorf("side %d: a source region was written", i)
+		}
+	}
+	return nil
+}
+
+// internal checks the engines' own bookkeeping: the rotation slots agree
+// with the EVs' slot counts, the held-packet count with the flags, and
+// each destination's inflight bytes with the packets marked in flight.
+func (f *fuzzPair) internal() error {
+	for side, e := range f.eng {
+		inflight := map[*peer]int{}
+		for _, q := range e.qpList {
+			seen := make([]int32, len(q.evs))
+			for s, idx := range q.order {
+				x := &q.evs[idx]
+				if !x.active || x.slots <= 0 {
+					return fmt.Errorf("side %d: slot %d holds EV %d, which is not active (slots %d)", side, s, idx, x.slots)
+				}
+				seen[idx]++
+			}
+			for i := range q.evs {
+				if x := &q.evs[i]; seen[i] != x.slots || x.active != (x.slots > 0) {
+					return fmt.Errorf("side %d: EV %d holds %d slots, counts %d (active %v)", side, i, seen[i], x.slots, x.active)
+				}
+			}
+			held := 0
+			for psn := q.sndUna; psn.Before(q.sndNxt); psn = psn.Add(1) {
+				pk := q.slot(psn)
+				if pk.flags&pktHeld != 0 {
+					held++
+				}
+				if pk.flags&pktInFlight != 0 {
+					inflight[q.peer] += int(pk.n)
+				}
+			}
+			if held != q.nHeld {
+				return fmt.Errorf("side %d: %d packets held, nHeld %d", side, held, q.nHeld)
+			}
+		}
+		for _, p := range e.peers {
+			if p.cc.inflight != inflight[p] {
+				return fmt.Errorf("side %d: destination inflight %d bytes, packets in flight %d bytes", side, p.cc.inflight, inflight[p])
+			}
 		}
 	}
 	return nil
@@ -434,10 +481,16 @@ func (f *fuzzPair) run(t testing.TB, seed uint64, prog []byte) error {
 		if err := f.drain(); err != nil {
 			return err
 		}
+		if err := f.internal(); err != nil {
+			return err
+		}
 	}
 	// A stray write stays in the guards: checking them once at the end
 	// finds it as surely as after every operation.
 	if err := f.settle(); err != nil {
+		return err
+	}
+	if err := f.internal(); err != nil {
 		return err
 	}
 	if err := f.guards(); err != nil {

@@ -1,6 +1,7 @@
 package mrc
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/wire"
@@ -82,5 +83,37 @@ func TestPortDownBeforeConnect(t *testing.T) {
 	h.run(2*Millisecond, func() bool { return h.snap(1).RemoteUp == allPlanes&^(1<<3) })
 	if got := h.snap(1).RemoteUp; got != allPlanes&^(1<<3) {
 		t.Fatalf("peer mask %04b, want %04b: the peer was never told port 3 is down", got, allPlanes&^(1<<3))
+	}
+}
+
+// TestPortStatusAfterPeerRestart: side 0 has sent port-status updates (ids
+// 1 and 2), then restarts: a new engine, whose ids begin again at 1, and a
+// new connection (side 1's old QP is gone). Its first update must be
+// applied, not ignored as older than the last one of the old engine.
+func TestPortStatusAfterPeerRestart(t *testing.T) {
+	h := newHarness(t, hopts{seed: 24})
+	h.eng[0].SetPortState(0, 1, false)
+	h.run(Millisecond, nil)
+	h.eng[0].SetPortState(h.now, 1, true)
+	h.run(h.now+Millisecond, nil)
+	if got := h.snap(1).RemoteUp; got != allPlanes {
+		t.Fatalf("before the restart: peer mask %04b", got)
+	}
+	// Side 0 restarts; side 1 tears its QP down and connects a new one.
+	if err := h.eng[1].DestroyQP(h.qp[1]); err != nil {
+		t.Fatal(err)
+	}
+	h.fl = nil
+	h.mem[0] = NewMemTable()
+	e, err := New(h.eng[0].Config(), h.mem[0], rand.New(rand.NewPCG(99, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng[0] = e
+	h.qp[0], h.qp[1] = h.connect(QPConfig{}, QPConfig{})
+	h.eng[0].SetPortState(h.now, 2, false)
+	h.run(h.now+2*Millisecond, func() bool { return h.snap(1).RemoteUp == allPlanes&^(1<<2) })
+	if got := h.snap(1).RemoteUp; got != allPlanes&^(1<<2) {
+		t.Fatalf("peer mask %04b, want %04b: the restarted peer's first update was ignored as stale", got, allPlanes&^(1<<2))
 	}
 }

@@ -158,11 +158,12 @@ func (q *qp) probeFailed(pr *probeRec) {
 }
 
 // groupProbeGap is the time from one probe of a condemned group to the
-// next: a probe interval, doubled per probe of the group sent and not
-// answered since its last answer (outstanding ones count: the gap grows from
-// the start, not a probe timeout late), up to maxGroupProbeGap intervals. Why a cap this low: the first answer
-// after the link comes back is at most that many intervals late, and the
-// whole group is GOOD about one interval later.
+// next: a probe interval, doubled per probe of the group sent since its
+// last answer or condemnation (outstanding ones count: the gap grows from
+// the start, not a probe timeout late), up to maxGroupProbeGap intervals.
+// Why a cap this low: the first answer after the link comes back is at most
+// that many intervals late, and the whole group is GOOD about one interval
+// later.
 func (q *qp) groupProbeGap(g *evGroup, iv Time) Time {
 	gap := iv
 	for i := 0; i < g.probeMiss && gap < maxGroupProbeGap*iv; i++ {
@@ -278,12 +279,11 @@ func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
 		q.revCur = k
 		r := &q.rev[k]
 		ev := r.ev
-		if !r.valid || !r.ok {
-			t1 := uint8(q.e.rng.IntN(256))
-			if q.peer.paths != nil {
-				t1 = uint8(q.e.rng.IntN(q.peer.paths.T1Count()))
+		if !r.valid || !r.ok || q.e.evDenied(q.peer, ev) {
+			var ok bool
+			if ev, ok = q.e.freshEV(q.peer, pl); !ok {
+				continue
 			}
-			ev = wire.MakeEV(pl, t1, q.e.rng.Uint32())
 		}
 		for j := range q.probes {
 			if p := &q.probes[j]; p.used && p.ev < 0 && p.rev == k {

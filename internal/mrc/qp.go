@@ -132,6 +132,8 @@ type evEntry struct {
 	lastCut   Time    // when its weight was last cut (at most once per RTT)
 	grp       int32   // index in qp.grps: EVs with the same plane and T1
 	borrowed  bool    // active in a slot whose EV belonged to another group
+	byList    bool    // DENIED by the engine-wide denylist (deny.go)
+	byQP      bool    // DENIED by Deny/DenyPlane on this QP (or QPConfig.Deny)
 	c         EVCounters
 }
 
@@ -362,15 +364,14 @@ func (q *qp) connect(remote QPInfo, p *peer) error {
 	// Reverse set: one unvalidated EV per plane to start with; probes and
 	// data refine it.
 	for _, pl := range planes {
-		t1 := uint8(rng.IntN(256))
-		if p.paths != nil {
-			t1 = uint8(rng.IntN(p.paths.T1Count()))
+		if ev, ok := q.e.freshEV(p, pl); ok {
+			q.rev[int(pl)*revPerPlane] = revEntry{ev: ev, valid: true}
 		}
-		q.rev[int(pl)*revPerPlane] = revEntry{ev: wire.MakeEV(pl, t1, rng.Uint32()), valid: true}
 	}
 	for _, d := range q.cfg.Deny {
 		q.setEVAdmin(d, true)
 	}
+	q.applyDenylist()
 	if q.cfg.Transport == RoCE {
 		if err := q.roceConnect(); err != nil {
 			return err

@@ -561,7 +561,7 @@ func (q *qp) advanceUna() {
 // SACKs' mpr. Go-back-N holds everything from psn on.
 func (q *qp) holdOutOfWindow(psn wire.PSN) {
 	end := psn.Add(1)
-	if q.cfg.Transport == GoBackN {
+	if q.cfg.Transport.inOrder() {
 		end = q.sndNxt
 	}
 	for x := psn; x.Before(end); x = x.Add(1) {

@@ -89,9 +89,15 @@ type EngineCounters struct {
 	RxNoPeer           uint64 // endpoint op from an unknown address
 	CtrlDropped        uint64 // control queue overflow
 	TxNoRoute          uint64 // no path for a control packet
-	TxNoBuffer         uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
-	PortStatusSent     uint64
-	PortStatusStale    uint64 // port-status updates older than the last applied one (ignored)
-	CQOverflow         uint64
-	TxCNP, RxCNP       uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
+	TxDenied           uint64 // packets not sent because the denylist denies their EV (deny.go)
+	// TxDataByPlane and TxCtrlByPlane count the frames sent per plane:
+	// data (and their retransmissions), and everything else (SACK, NACK,
+	// ACK, probes, port status and its answers).
+	TxDataByPlane   [wire.MaxPlanes]uint64
+	TxCtrlByPlane   [wire.MaxPlanes]uint64
+	TxNoBuffer      uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
+	PortStatusSent  uint64
+	PortStatusStale uint64 // port-status updates older than the last applied one (ignored)
+	CQOverflow      uint64
+	TxCNP, RxCNP    uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
 }

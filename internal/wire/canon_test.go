@@ -89,6 +89,9 @@ func canonical(f []byte) []byte {
 		clear(x[8:28])
 		clear(x[30:36])
 		hdr = 36
+	case op == 0x81: // CNP: 16 reserved bytes, ignored on receipt, sent as 0
+		clear(x[:CNPLen])
+		hdr = CNPLen
 	}
 	if data && trimmedDSCP && len(x) == hdr {
 		return c // trimmed: no payload, pad or ICRC

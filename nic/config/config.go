@@ -74,6 +74,16 @@ type Config struct {
 	// Template is the EV→uSID path template file (internal/pathtmpl); required
 	// in srv6 mode. A relative path is taken from the config file's folder.
 	Template string `yaml:"template,omitempty"`
+	// Denylist, when set, is a denylist file (nic/denylist: one entry per
+	// line, ev EV | path PLANE,T1 | link NAME | plane P) loaded at start;
+	// relative to the config's folder. An entry that does not resolve
+	// stops the daemon.
+	Denylist string `yaml:"denylist,omitempty"`
+	// PathProbes, when non-zero, is the interval of the path-probe agent
+	// (srv6 only): every interval one OAM loop probe to each of the NIC's
+	// T0s and through each T0 to each T1 and back (docs/operations.md).
+	// At least 1ms.
+	PathProbes time.Duration `yaml:"path_probes,omitempty"`
 	// EVs is the number of EVs (paths) each QP sprays over.
 	EVs int `yaml:"evs"`
 	// MTU is the RoCE MTU: payload bytes per data packet (1024, 2048, 4096).
@@ -235,6 +245,9 @@ func Load(path string) (*Config, error) {
 	}
 	if c.Template != "" && !filepath.IsAbs(c.Template) {
 		c.Template = filepath.Join(filepath.Dir(path), c.Template)
+	}
+	if c.Denylist != "" && !filepath.IsAbs(c.Denylist) {
+		c.Denylist = filepath.Join(filepath.Dir(path), c.Denylist)
 	}
 	return c, nil
 }

@@ -82,8 +82,14 @@ func tenant(sock string, victim uint32) error {
 	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlEVs, QPN: own.QPN}, &raw); err != nil {
 		return fmt.Errorf("evs of its own QP: %w", err)
 	}
-	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopeEV, EV: 0x10000001, QPN: own.QPN}, &raw); err != nil {
+	// (A plane: the QP is not connected, so it holds no EV yet, and an
+	// EV it does not hold is an error that says so.)
+	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopePlane, Plane: 0, QPN: own.QPN}, &raw); err != nil {
 		return fmt.Errorf("deny on its own QP: %w", err)
+	}
+	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlDeny, Scope: vproto.ScopeEV, EV: 0x10000001, QPN: own.QPN}, &raw); err == nil ||
+		!strings.Contains(err.Error(), "has no EV") {
+		return fmt.Errorf("deny of an EV its QP does not hold: %v, want an error saying so", err)
 	}
 	// Telemetry shows it the ports but no other application's QP (its
 	// watch is a session of its own, which owns no QP).

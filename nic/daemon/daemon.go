@@ -25,6 +25,9 @@ import (
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/denylist"
+	"github.com/softmrc/softmrc/nic/oam"
+	"github.com/softmrc/softmrc/nic/pathprobe"
 	"github.com/softmrc/softmrc/nic/regions"
 	"github.com/softmrc/softmrc/nic/service"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -53,13 +56,18 @@ type Options struct {
 
 // Daemon is one soft NIC.
 type Daemon struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	ports   []xsk.Port
-	planes  []int // planes[i] is the plane of ports[i]
-	byPlane [wire.MaxPlanes]int
-	eng     Engine
-	tmpl    *pathtmpl.Template // srv6: for mrcctl's path column
+	cfg       *config.Config
+	log       *slog.Logger
+	ports     []xsk.Port
+	planes    []int // planes[i] is the plane of ports[i]
+	byPlane   [wire.MaxPlanes]int
+	eng       Engine
+	tmpl      *pathtmpl.Template // srv6: for mrcctl's path column
+	deny      *denylist.List     // the daemon's denylist (deny.go); loop-only after New
+	oam       oamState           // uSID OAM probes in flight (oam.go); loop-only
+	prober    *pathprobe.Prober  // path probes (pathprobe.go); nil when off; loop-only
+	probeBuf  []pathprobe.Probe
+	probesOff bool // paused by `paths stop` (overhead measurements)
 	// regions is the applications' registered memory and the engine's
 	// mrc.Memory: each application (session) is one protection domain.
 	regions *regions.Table
@@ -197,6 +205,12 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	if d.eng, err = newEngine(cfg, d.regions); err != nil {
 		return nil, fmt.Errorf("daemon: engine: %w", err)
+	}
+	if err := d.loadDenylist(); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if err := d.initPathProbes(); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	if opts.Capture != "" {
 		idx := -1
@@ -424,6 +438,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			work += n
 		}
 		work += d.feedBacklogs(now)
+		work += d.sendPathProbes(now)
 		work += d.transmit(now)
 		work += d.completions()
 		if now >= d.tele.next {
@@ -452,6 +467,10 @@ func (d *Daemon) rxFn(i int) func(frame []byte) {
 	plane := wire.Plane(d.planes[i])
 	return func(frame []byte) {
 		d.cap.frame(i, frame)
+		if oam.Is(frame) {
+			d.handleOAM(i, frame)
+			return
+		}
 		d.eng.HandlePacket(d.rxNow, plane, frame)
 	}
 }
@@ -510,7 +529,7 @@ func (d *Daemon) txCommitFn(port wire.Plane, n int) {
 // next deadline (or a paced port's next token).
 func (d *Daemon) idle(ctx context.Context) {
 	now := d.now()
-	dl := d.eng.NextDeadline()
+	dl := min(d.eng.NextDeadline(), d.probeDeadline())
 	for i := range d.txq {
 		if t := d.txq[i].next(now); t < dl {
 			dl = t

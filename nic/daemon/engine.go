@@ -32,6 +32,8 @@ type Engine interface {
 	Allow(qpn wire.QPN, ev wire.EV) error
 	DenyPlane(qpn wire.QPN, plane wire.Plane) error
 	AllowPlane(qpn wire.QPN, plane wire.Plane) error
+	// SetDenylist replaces the engine-wide denylist (every QP, now and later).
+	SetDenylist(rules []mrc.DenyRule) error
 	Snapshot(qpn wire.QPN, s *mrc.QPSnapshot) error
 	Counters() mrc.EngineCounters
 }

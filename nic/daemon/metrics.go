@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // collector exports the daemon's counters. Engine state is read on the loop
@@ -95,12 +98,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	case <-time.After(2 * time.Second):
 		return
 	}
-	for k, v := range map[string]uint64{
-		"rx_frames": ec.RxFrames, "tx_frames": ec.TxFrames, "rx_decode_err": ec.RxDecodeErr, "rx_bad_icrc": ec.RxBadICRC,
-		"rx_unknown_qp": ec.RxUnknownQP, "rx_not_ready": ec.RxNotReady, "rx_port_down": ec.RxPortDown,
-		"rx_endpoint": ec.RxEndpoint, "rx_no_peer": ec.RxNoPeer, "ctrl_dropped": ec.CtrlDropped,
-		"tx_no_route": ec.TxNoRoute, "port_status_sent": ec.PortStatusSent, "cq_overflow": ec.CQOverflow,
-	} {
+	for k, v := range engineMetrics(ec) {
 		counter(descEngine, v, k)
 	}
 	ch <- prometheus.MustNewConstMetric(descQPs, prometheus.GaugeValue, float64(len(rows)))
@@ -119,4 +117,52 @@ func (d *Daemon) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// engineMetrics is mrc_engine_events_total's counter label -> value: every
+// uint64 field of the engine's counters, named in snake_case, so that no
+// counter is left out of a hand-kept list; per-plane arrays (TxDataByPlane,
+// TxCtrlByPlane) give one label per plane that has counted anything,
+// tx_data_by_plane_plane0 and so on.
+func engineMetrics(ec mrc.EngineCounters) map[string]uint64 {
+	m := vproto.CounterMap(ec)
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[snakeCase(k)] = v
+	}
+	v := reflect.ValueOf(ec)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if f.Kind() != reflect.Array || f.Type().Elem().Kind() != reflect.Uint64 {
+			continue
+		}
+		for k := 0; k < f.Len(); k++ {
+			if x := f.Index(k).Uint(); x != 0 {
+				out[fmt.Sprintf("%s_plane%d", snakeCase(v.Type().Field(i).Name), k)] = x
+			}
+		}
+	}
+	return out
+}
+
+// snakeCase turns a Go field name into a metric label: RxBadICRC ->
+// rx_bad_icrc, CQOverflow -> cq_overflow.
+func snakeCase(s string) string {
+	b := make([]byte, 0, len(s)+4)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		upper := c >= 'A' && c <= 'Z'
+		if upper && i > 0 {
+			prevLower := s[i-1] >= 'a' && s[i-1] <= 'z' || s[i-1] >= '0' && s[i-1] <= '9'
+			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+			if prevLower || (s[i-1] >= 'A' && s[i-1] <= 'Z' && nextLower) {
+				b = append(b, '_')
+			}
+		}
+		if upper {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b)
 }

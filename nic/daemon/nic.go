@@ -489,6 +489,9 @@ func mapStatus(s mrc.Status) vproto.Status {
 // rows of qps are refused or left out, because one tenant must not steer
 // or watch another's traffic.
 func (d *Daemon) Ctl(caller service.Caller, req vproto.CtlRequest) (any, error) {
+	if req.Cmd == vproto.CtlOAMProbe {
+		return d.oamProbe(req) // waits for the answer outside the loop
+	}
 	var res any
 	var err error
 	if e := d.exec(func() { res, err = d.ctl(caller, req) }); e != nil {
@@ -504,6 +507,9 @@ var ErrNotAdmin = errors.New("only root (or mrc-nicd's user) may inspect or stee
 // ctlQP returns the QP a control command names, if caller may touch it.
 func (d *Daemon) ctlQP(caller service.Caller, cmd vproto.CtlCmd, qpn uint32) (*qpState, error) {
 	q := d.qps[wire.QPN(qpn)]
+	if q == nil && caller.Admin {
+		return nil, fmt.Errorf("%s: QP %#06x does not exist (mrcctl qps lists them)", cmd, qpn)
+	}
 	if q == nil || (!caller.Admin && q.owner != caller.Session) {
 		if q != nil {
 			d.c.badOwner.Add(1)
@@ -582,46 +588,32 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 		return rows, nil
 	case vproto.CtlCounters:
 		n, b := d.regions.Count()
-		return vproto.Counters{Engine: vproto.CounterMap(d.eng.Counters()), Daemon: d.daemonCounters(), Ports: d.portStatus(),
+		return vproto.Counters{Engine: d.engineCounters(), Daemon: d.daemonCounters(), Ports: d.portStatus(),
 			Regions: n, Bytes: b}, nil
 	case vproto.CtlDeny, vproto.CtlAllow:
-		qpn := mrc.AllQPs
-		if req.QPN != 0 {
-			if _, err := d.ctlQP(caller, req.Cmd, req.QPN); err != nil {
-				return nil, err
-			}
-			qpn = wire.QPN(req.QPN)
-		} else if !caller.Admin {
-			d.c.badOwner.Add(1)
-			return nil, fmt.Errorf("%s without a QPN acts on every application's QPs: %w", req.Cmd, ErrNotAdmin)
+		return d.ctlDeny(caller, req)
+	case vproto.CtlDenylist:
+		return d.denyRows(), nil
+	case vproto.CtlPaths:
+		if d.prober == nil {
+			return nil, errors.New("path probes are off: set path_probes (e.g. 5ms) in the NIC config")
 		}
-		deny := req.Cmd == vproto.CtlDeny
-		var err error
 		switch req.Scope {
-		case vproto.ScopeEV:
-			if deny {
-				err = d.eng.Deny(qpn, wire.EV(req.EV))
-			} else {
-				err = d.eng.Allow(qpn, wire.EV(req.EV))
+		case "":
+			return d.prober.Stats(time.Duration(d.now())), nil
+		case "stop", "start":
+			if !caller.Admin {
+				return nil, fmt.Errorf("paths %s: %w", req.Scope, ErrNotAdmin)
 			}
-		case vproto.ScopePlane:
-			if req.Plane < 0 || req.Plane >= len(d.ports) {
-				return nil, fmt.Errorf("%s: plane %d: this NIC has planes 0..%d", req.Cmd, req.Plane, len(d.ports)-1)
-			}
-			if deny {
-				err = d.eng.DenyPlane(qpn, wire.Plane(req.Plane))
-			} else {
-				err = d.eng.AllowPlane(qpn, wire.Plane(req.Plane))
-			}
-		default:
-			return nil, fmt.Errorf("%s: scope %q: want ev or plane", req.Cmd, req.Scope)
+			d.probesOff = req.Scope == "stop"
+			return vproto.CtlResult{Result: "ok"}, nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", req.Cmd, err)
-		}
-		return vproto.CtlResult{Result: "ok"}, nil
+		return nil, fmt.Errorf("paths: scope %q: want none, stop or start", req.Scope)
+	case vproto.CtlOAMTrace:
+		hops, _, err := d.oamTrace(req)
+		return hops, err
 	}
-	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny or allow", req.Cmd)
+	return nil, fmt.Errorf("unknown ctl command %q: want ports, qps, evs, counters, sessions, deny, allow, denylist, oam-trace or oam-probe", req.Cmd)
 }
 
 func (d *Daemon) daemonCounters() map[string]uint64 {
@@ -630,6 +622,8 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 		"rx_frames": d.c.rxFrames.Load(), "tx_frames": d.c.txFrames.Load(), "tx_queue_full": d.c.txBacklogFull.Load(),
 		"post_errors": d.c.postErrors.Load(), "not_owner": d.c.badOwner.Load(), "cqes": d.c.cqes.Load(),
 		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
+		"oam_sent": d.oam.sent, "oam_answered": d.oam.answered, "oam_echoed": d.oam.echoed,
+		"oam_unknown": d.oam.unknown, "oam_bad": d.oam.bad, "path_probes_sent": d.oam.pathSent, "path_probes_received": d.oam.pathRecv,
 		"telemetry_ticks": d.tele.ticks.Load(), "telemetry_skipped": d.tele.skipped.Load(),
 		"telemetry_dropped": d.tele.dropped.Load(), "telemetry_missed": d.tele.missed.Load(),
 	}

@@ -14,13 +14,17 @@ type CtlCmd string
 // once and the session list need an administrator: a caller whose user (by
 // SO_PEERCRED) is root or the daemon's own.
 const (
-	CtlPorts    CtlCmd = "ports"    // []PortStatus
-	CtlQPs      CtlCmd = "qps"      // []QPRow: the caller's QPs (an administrator: all)
-	CtlEVs      CtlCmd = "evs"      // []EVRow of QPN
-	CtlCounters CtlCmd = "counters" // Counters
-	CtlSessions CtlCmd = "sessions" // []SessionInfo (an administrator: all; else the caller's)
-	CtlDeny     CtlCmd = "deny"     // CtlResult: take an EV or plane out of use on QPN (0: every QP, administrators only)
-	CtlAllow    CtlCmd = "allow"    // CtlResult: put it back
+	CtlPorts    CtlCmd = "ports"     // []PortStatus
+	CtlQPs      CtlCmd = "qps"       // []QPRow: the caller's QPs (an administrator: all)
+	CtlEVs      CtlCmd = "evs"       // []EVRow of QPN
+	CtlCounters CtlCmd = "counters"  // Counters
+	CtlSessions CtlCmd = "sessions"  // []SessionInfo (an administrator: all; else the caller's)
+	CtlDeny     CtlCmd = "deny"      // CtlResult: take an EV or plane out of use on QPN; without QPN: add to the denylist (administrators only)
+	CtlAllow    CtlCmd = "allow"     // CtlResult: put it back (without QPN: remove from the denylist)
+	CtlDenylist CtlCmd = "denylist"  // []DenyRow: the daemon's denylist
+	CtlOAMTrace CtlCmd = "oam-trace" // []OAMHop: the hops of EV's path to Peer
+	CtlOAMProbe CtlCmd = "oam-probe" // OAMResult: one uSID OAM probe along EV's path to Peer, cut at Hop
+	CtlPaths    CtlCmd = "paths"     // []pathprobe.Stats: the path-probe agent's loops; Scope stop/start pauses it (administrators)
 )
 
 // CtlScope says what deny and allow act on.
@@ -30,16 +34,59 @@ type CtlScope string
 const (
 	ScopeEV    CtlScope = "ev"
 	ScopePlane CtlScope = "plane"
+	ScopePath  CtlScope = "path" // Plane and T1 (denylist only)
+	ScopeLink  CtlScope = "link" // Link (denylist only)
 )
 
 // CtlRequest is an mrcctl command.
 type CtlRequest struct {
 	Cmd CtlCmd `json:"cmd"`
 	QPN uint32 `json:"qpn,omitempty"`
-	// EV or Plane select what deny/allow act on, by Scope.
+	// EV, Plane, T1 or Link select what deny/allow act on, by Scope.
+	// Without a QPN deny and allow edit the daemon's denylist (every QP,
+	// now and later; administrators only); with one, only ev and plane,
+	// on that QP.
 	EV    uint32   `json:"ev,omitempty"`
 	Plane int      `json:"plane,omitempty"`
+	T1    int      `json:"t1,omitempty"`
+	Link  string   `json:"link,omitempty"`
 	Scope CtlScope `json:"scope,omitempty"`
+	// Peer, Hop and TimeoutMS are oam-probe's (Peer also oam-trace's):
+	// the destination host (template name or any of its addresses), the
+	// hop the probe is cut at (1-based; 0: the peer itself, an echo) and
+	// how long to wait for it. EV names the path; QPN carries the probe's
+	// sequence number.
+	Peer      string `json:"peer,omitempty"`
+	Hop       int    `json:"hop,omitempty"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
+}
+
+// DenyRow is one row of `mrcctl deny list`.
+type DenyRow struct {
+	Entry string `json:"entry"`
+	// Rules is how many engine rules the entry resolves to (a link can
+	// name several peers' paths).
+	Rules int `json:"rules"`
+}
+
+// OAMHop is one hop of an EV's path (oam-trace): a switch, reached by a
+// loop probe, or the peer itself, by an echo.
+type OAMHop struct {
+	Hop   int      `json:"hop"`
+	Name  string   `json:"name"`
+	USID  string   `json:"usid"`
+	Via   []string `json:"via"` // the probe's uSIDs
+	Kind  string   `json:"kind"`
+	Plane int      `json:"plane"`
+	T1    int      `json:"t1"`
+}
+
+// OAMResult answers oam-probe.
+type OAMResult struct {
+	OK     bool    `json:"ok"`
+	RTTus  float64 `json:"rtt_us"`
+	Hop    OAMHop  `json:"hop"`
+	Target string  `json:"target"` // the peer's address on the plane
 }
 
 // CtlResult answers deny and allow.

@@ -98,8 +98,12 @@ type PortModel struct {
 	// bit/s. Required (> 0).
 	CapacityBps uint64
 	// ECNThreshold (ecn_threshold) is the backlog in bytes above which ECT
-	// packets get CE (fabric ports only). 0: no marking.
+	// packets get CE (fabric ports only, unless HostECN). 0: no marking.
 	ECNThreshold uint32
+	// HostECN (host_ecn) makes a host-role port mark CE above ECNThreshold
+	// too, as commodity switches do on any congested egress, so that DCQCN
+	// sees a last-hop incast. Default false: a host port only trims (MRC).
+	HostECN bool
 	// TrimThreshold (trim_threshold) is the backlog in bytes above which
 	// trimmable data packets are trimmed. 0: no trimming.
 	TrimThreshold uint32

@@ -167,6 +167,21 @@ func (d *decoder) str(n *yaml.Node, field, want string) string {
 	return s
 }
 
+func (d *decoder) boolean(n *yaml.Node, field string) bool {
+	s, ok := d.scalar(n, field, "true or false")
+	if !ok {
+		return false
+	}
+	switch s {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	d.fail(n, field, "is %q: want true or false", s)
+	return false
+}
+
 func (d *decoder) config(n *yaml.Node, c *Config) {
 	m := d.mapping(n, "", "name", "usid_block", "usids", "mode", "ports", "fib", "ecmp_groups", "pin_dir", "control_socket", "metrics")
 	if m == nil {
@@ -264,7 +279,7 @@ func (d *decoder) port(n *yaml.Node, f string) Port {
 	}
 	if v := m["model"]; v != nil {
 		mf := f + ".model"
-		mm := d.mapping(v, mf, "capacity_bps", "ecn_threshold", "trim_threshold", "buffer")
+		mm := d.mapping(v, mf, "capacity_bps", "ecn_threshold", "trim_threshold", "buffer", "host_ecn")
 		if mm != nil {
 			var pm PortModel
 			if v := mm["capacity_bps"]; v != nil {
@@ -275,6 +290,9 @@ func (d *decoder) port(n *yaml.Node, f string) Port {
 			}
 			if v := mm["trim_threshold"]; v != nil {
 				pm.TrimThreshold = uint32(d.quantity(v, mf+".trim_threshold", byteUnits, 1<<32-1, "a size in bytes such as 100000 or 128KiB"))
+			}
+			if v := mm["host_ecn"]; v != nil {
+				pm.HostECN = d.boolean(v, mf+".host_ecn")
 			}
 			if v := mm["buffer"]; v != nil {
 				pm.Buffer = uint32(d.quantity(v, mf+".buffer", byteUnits, 1<<32-1, "a size in bytes such as 262144 or 256KiB"))

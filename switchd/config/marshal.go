@@ -37,6 +37,7 @@ type yamlModel struct {
 	ECNThreshold  uint32 `yaml:"ecn_threshold,omitempty"`
 	TrimThreshold uint32 `yaml:"trim_threshold,omitempty"`
 	Buffer        uint32 `yaml:"buffer"`
+	HostECN       bool   `yaml:"host_ecn,omitempty"`
 }
 
 type yamlRoute struct {
@@ -69,7 +70,7 @@ func Marshal(c *Config) ([]byte, error) {
 	for _, p := range c.Ports {
 		yp := yamlPort{Name: p.Name, Interface: p.Interface, NeighbourMAC: p.NeighbourMAC.String(), Role: string(p.Role)}
 		if m := p.Model; m != nil {
-			yp.Model = &yamlModel{CapacityBps: m.CapacityBps, ECNThreshold: m.ECNThreshold, TrimThreshold: m.TrimThreshold, Buffer: m.Buffer}
+			yp.Model = &yamlModel{CapacityBps: m.CapacityBps, ECNThreshold: m.ECNThreshold, TrimThreshold: m.TrimThreshold, Buffer: m.Buffer, HostECN: m.HostECN}
 		}
 		y.Ports = append(y.Ports, yp)
 	}

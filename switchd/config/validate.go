@@ -170,6 +170,12 @@ func validate(c0 *Config) []Error {
 			if m.TrimThreshold != 0 && m.Buffer != 0 && m.TrimThreshold >= m.Buffer {
 				bad(mf+".trim_threshold", "%d is not below buffer %d: trimming would never happen", m.TrimThreshold, m.Buffer)
 			}
+			if m.HostECN && p.Role != RoleHost {
+				bad(mf+".host_ecn", "set on a %s port: only host ports need it (fabric ports always mark)", p.Role)
+			}
+			if m.HostECN && m.ECNThreshold == 0 {
+				bad(mf+".host_ecn", "set without ecn_threshold: give the backlog above which to mark, e.g. 16KiB")
+			}
 			if m.ECNThreshold != 0 && m.TrimThreshold != 0 && m.ECNThreshold > m.TrimThreshold {
 				bad(mf+".ecn_threshold", "%d is above trim_threshold %d: want ecn_threshold <= trim_threshold < buffer", m.ECNThreshold, m.TrimThreshold)
 			}

@@ -319,7 +319,7 @@ func (d *Daemon) program(faults map[int]dataplane.Fault) error {
 			Role:     dpRole(p.Role),
 		}
 		if m := p.Model; m != nil {
-			dp.Model = dataplane.PortModel{CapacityBps: m.CapacityBps, MarkBytes: m.ECNThreshold, TrimBytes: m.TrimThreshold, BufferBytes: m.Buffer}
+			dp.Model = dataplane.PortModel{CapacityBps: m.CapacityBps, MarkBytes: m.ECNThreshold, TrimBytes: m.TrimThreshold, BufferBytes: m.Buffer, HostECN: m.HostECN}
 		}
 		if err := pl.SetPort(dataplane.PortID(i), dp); err != nil {
 			return fmt.Errorf("program ports[%d] (%s on %s): %w", i, p.Name, p.Interface, err)

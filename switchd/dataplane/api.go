@@ -87,8 +87,12 @@ type PortModel struct {
 	// CapacityBps is the drain rate in bit/s; 0 disables the model.
 	CapacityBps uint64
 	// MarkBytes: ECT data packets enqueued above this backlog get CE
-	// (fabric ports only). 0 = never mark.
+	// (fabric ports only, unless HostECN). 0 = never mark.
 	MarkBytes uint32
+	// HostECN makes a host-facing port mark as well. MRC's last hop only
+	// trims (TRIMMED_LASTHOP); DCQCN needs marks at the last hop to see an
+	// incast at all, as on commodity switches that mark any congested egress.
+	HostECN bool
 	// TrimBytes: a data-class packet that would take the backlog above this
 	// is trimmed (trimmable MRC data) or dropped. 0 = BufferBytes.
 	TrimBytes uint32

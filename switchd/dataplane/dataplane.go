@@ -547,6 +547,9 @@ func (d *Dataplane) SetPort(id PortID, p Port) error {
 		RateBps:   p.Model.CapacityBps / 8,
 		MarkBytes: p.Model.MarkBytes, TrimBytes: p.Model.TrimBytes, BufBytes: p.Model.BufferBytes,
 	}
+	if p.Model.HostECN {
+		sp.Flags |= portFlagHostECN
+	}
 	copy(sp.NeighMac[:], p.NeighMAC)
 	copy(sp.OwnMac[:], p.OwnMAC)
 	d.mu.Lock()
@@ -641,10 +644,14 @@ func (d *Dataplane) Port(id PortID) (p Port, ok bool, err error) {
 		NeighMAC: net.HardwareAddr(append([]byte(nil), sp.NeighMac[:]...)),
 		OwnMAC:   net.HardwareAddr(append([]byte(nil), sp.OwnMac[:]...)),
 		Role:     Role(sp.Role),
-		Model:    PortModel{CapacityBps: sp.RateBps * 8, MarkBytes: sp.MarkBytes, TrimBytes: sp.TrimBytes, BufferBytes: sp.BufBytes},
+		Model: PortModel{CapacityBps: sp.RateBps * 8, MarkBytes: sp.MarkBytes, TrimBytes: sp.TrimBytes, BufferBytes: sp.BufBytes,
+			HostECN: sp.Flags&portFlagHostECN != 0},
 	}
 	return p, true, nil
 }
+
+// portFlagHostECN mirrors SW_PORT_F_HOST_ECN in bpf/consts.h.
+const portFlagHostECN = 1
 
 func lpmKey(p netip.Prefix) SwitchSwLpmKey {
 	return SwitchSwLpmKey{Prefixlen: uint32(p.Bits()), Addr: p.Masked().Addr().As16()}

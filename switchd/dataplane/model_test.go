@@ -59,6 +59,12 @@ func TestECNMarking(t *testing.T) {
 	host := ect
 	host.dst = netip.MustParseAddr("5f00:1:100:c001::")
 	hostOut := sent(host, 4, "5f00:1:c001::", 63)
+	hostMarked := hostOut
+	hostInnerTC := host.tc
+	hostMarked.innerTC = &hostInnerTC
+	hostMarked.tc = hostMarked.tc&^3 | ecnCE
+	hostECN := slowModel(100, 10000, 20000)
+	hostECN.HostECN = true
 	fabric := func(h *harness) { h.setModel(1, RoleFabric, slowModel(100, 10000, 20000)) }
 	runCases(t, []fwdCase{
 		{name: "ECT(0) above threshold gets CE", setup: fabric, in: ect, wantRet: xdpRedirect, want: marked(ect), port: 1, cnt: cMarked},
@@ -68,6 +74,8 @@ func TestECNMarking(t *testing.T) {
 			in: ect, wantRet: xdpRedirect, want: plain(ect, 1), port: 1, cnt: cForwarded},
 		{name: "host-facing port never marks", setup: func(h *harness) { h.setModel(4, RoleHostFacing, slowModel(100, 10000, 20000)) },
 			in: host, wantRet: xdpRedirect, want: &hostOut, port: 4, cnt: cForwarded},
+		{name: "host-facing port with HostECN marks", setup: func(h *harness) { h.setModel(4, RoleHostFacing, hostECN) },
+			in: host, wantRet: xdpRedirect, want: &hostMarked, port: 4, cnt: cMarked},
 		{name: "model off: no marking", in: ect, wantRet: xdpRedirect, want: plain(ect, 1), port: 1, cnt: cForwarded},
 	})
 	// The marked frame is also counted as forwarded.

@@ -88,7 +88,7 @@ type SwitchSwPort struct {
 	MarkBytes uint32
 	TrimBytes uint32
 	BufBytes  uint32
-	Pad       uint32
+	Flags     uint32
 }
 
 type SwitchSwUsidTable struct {

@@ -86,7 +86,7 @@ func SwitchdConfig(p *Plan, s *Switch) *config.Config {
 		cp := config.Port{Name: pt.Ifname, Interface: pt.Ifname, NeighbourMAC: mac, Role: config.Role(pt.Role)}
 		if m := pt.Model; m.CapacityBps > 0 {
 			cp.Model = &config.PortModel{CapacityBps: m.CapacityBps, ECNThreshold: uint32(m.ECNThreshold),
-				TrimThreshold: uint32(m.TrimThreshold), Buffer: uint32(m.Buffer)}
+				TrimThreshold: uint32(m.TrimThreshold), Buffer: uint32(m.Buffer), HostECN: m.HostECN}
 		}
 		c.Ports = append(c.Ports, cp)
 	}

@@ -126,6 +126,7 @@ type PortModel struct {
 	ECNThreshold  uint64 `yaml:"ecn_threshold,omitempty"`
 	TrimThreshold uint64 `yaml:"trim_threshold,omitempty"`
 	Buffer        uint64 `yaml:"buffer,omitempty"`
+	HostECN       bool   `yaml:"host_ecn,omitempty"`
 }
 
 // Route is one FIB entry: to a port (neighbour = that port's peer) or to an
@@ -293,7 +294,7 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	P.Namespaces = append(P.Namespaces, P.Mgmt.NS)
 
 	model := func(s topo.LinkSpec) PortModel {
-		return PortModel{CapacityBps: s.CapacityBps, ECNThreshold: s.ECNThreshold, TrimThreshold: s.TrimThreshold, Buffer: s.Buffer}
+		return PortModel{CapacityBps: s.CapacityBps, ECNThreshold: s.ECNThreshold, TrimThreshold: s.TrimThreshold, Buffer: s.Buffer, HostECN: s.HostECN}
 	}
 	sw := func(role string, p, idx int) Switch {
 		name := t0Name(p, idx)

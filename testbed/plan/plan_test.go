@@ -14,6 +14,7 @@ import (
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
 	nicconfig "github.com/softmrc/softmrc/nic/config"
+	swconfig "github.com/softmrc/softmrc/switchd/config"
 	"github.com/softmrc/softmrc/testbed/topo"
 )
 
@@ -331,6 +332,49 @@ func TestNICConfig(t *testing.T) {
 					t.Errorf("%s port %d: %+v, want %+v", f.Path, i, port, hp)
 				}
 			}
+		}
+	}
+}
+
+// TestHostECN: links.host.host_ecn reaches the T0 downlinks' port models in
+// the switch config files (which mrc-switchd accepts), and only them.
+func TestHostECN(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		top, _ := topo.Preset("clos-2p")
+		top.Host = topo.LinkSpec{CapacityBps: 100e6, Buffer: 128 << 10, ECNThreshold: 16 << 10, HostECN: on}
+		top.Fabric = topo.LinkSpec{CapacityBps: 400e6, Buffer: 128 << 10, ECNThreshold: 16 << 10}
+		p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := p.Files(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostPorts := 0
+		for _, f := range files {
+			if !strings.Contains(f.Path, "/switch/") || !strings.HasSuffix(f.Path, ".yaml") {
+				continue
+			}
+			c, err := swconfig.Parse(f.Path, f.Data)
+			if err != nil {
+				t.Fatalf("host_ecn=%v: mrc-switchd rejects %s: %v", on, f.Path, err)
+			}
+			for _, pt := range c.Ports {
+				if pt.Model == nil {
+					t.Fatalf("%s port %s: no model", f.Path, pt.Name)
+				}
+				want := on && pt.Role == swconfig.RoleHost
+				if pt.Model.HostECN != want {
+					t.Errorf("host_ecn=%v: %s port %s (%s): HostECN %v, want %v", on, f.Path, pt.Name, pt.Role, pt.Model.HostECN, want)
+				}
+				if pt.Role == swconfig.RoleHost {
+					hostPorts++
+				}
+			}
+		}
+		if hostPorts != p.Planes*p.T0PerPlane*p.HostsPerT0 {
+			t.Errorf("host_ecn=%v: %d host ports in the switch files, want one per host and plane", on, hostPorts)
 		}
 	}
 }

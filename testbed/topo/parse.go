@@ -79,7 +79,7 @@ func Parse(file string, data []byte) (*Topology, error) {
 }
 
 var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "nics", "links"}
-var linkFields = []string{"capacity", "delay", "ecn_threshold", "trim_threshold", "buffer"}
+var linkFields = []string{"capacity", "delay", "ecn_threshold", "trim_threshold", "buffer", "host_ecn"}
 
 type parser struct {
 	file  string
@@ -182,6 +182,15 @@ func (p *parser) link(l *LinkSpec, n *yaml.Node, field string) error {
 			l.CapacityBps, err = ParseRate(s)
 			if err != nil {
 				return p.err(v, path, "a rate such as 10Gbit, 400Mbit, 25000000 (bit/s) or 0 for unlimited", "%v", err)
+			}
+		case "host_ecn":
+			switch s {
+			case "true":
+				l.HostECN = true
+			case "false":
+				l.HostECN = false
+			default:
+				return p.err(v, path, "true or false", "bad host_ecn %q", s)
 			}
 		case "delay":
 			l.Delay, err = time.ParseDuration(s)

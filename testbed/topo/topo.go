@@ -111,6 +111,10 @@ type LinkSpec struct {
 	ECNThreshold  uint64
 	TrimThreshold uint64
 	Buffer        uint64
+	// HostECN (links.host only): the T0 downlinks mark CE above ECNThreshold
+	// as fabric ports do (mrc-switchd host_ecn), so DCQCN sees a last-hop
+	// incast. Default off: a T0 downlink only trims, as MRC's design has it.
+	HostECN bool
 }
 
 // Hosts is the number of hosts.

@@ -109,6 +109,9 @@ func TestParseErrors(t *testing.T) {
 		{"queue without capacity", base + "links:\n  host:\n    buffer: 64KiB\n", 0, "links.host.capacity", "need a capacity", "rate"},
 		{"capacity without buffer", base + "links:\n  fabric: {capacity: 1Gbit}\n", 0, "links.fabric.buffer", "needs a buffer", "256KiB"},
 		{"buffer too big", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 8GiB}\n", 6, "links.fabric.buffer", "32-bit", "4GiB"},
+		{"host_ecn on fabric", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 64KiB, host_ecn: true}\n", 6, "links.fabric.host_ecn", "always mark", "only under links.host"},
+		{"host_ecn without threshold", base + "links:\n  host: {capacity: 1Gbit, buffer: 1MiB, host_ecn: true}\n", 6, "links.host.host_ecn", "not set", "ecn_threshold"},
+		{"host_ecn not bool", base + "links:\n  host: {capacity: 1Gbit, buffer: 1MiB, host_ecn: yes}\n", 6, "links.host.host_ecn", "bad host_ecn", "true or false"},
 		{"link not mapping", base + "links:\n  fabric: 10G\n", 6, "links.fabric", "expected a mapping", "capacity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

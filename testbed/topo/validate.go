@@ -60,6 +60,12 @@ func (t *Topology) validate(lines map[string]int) error {
 		if l.s.Buffer >= 1<<32 {
 			return bad(l.name+".buffer", "less than 4GiB", "too large for the switch's 32-bit queue thresholds")
 		}
+		if l.s.HostECN && l.name != "links.host" {
+			return bad(l.name+".host_ecn", "only under links.host", "fabric links always mark CE above ecn_threshold")
+		}
+		if l.s.HostECN && l.s.ECNThreshold == 0 {
+			return bad(l.name+".host_ecn", "with an ecn_threshold such as 16KiB", "host_ecn marks above ecn_threshold, which is not set")
+		}
 		if (l.s.ECNThreshold != 0 || l.s.TrimThreshold != 0 || l.s.Buffer != 0) && l.s.CapacityBps == 0 {
 			return bad(l.name+".capacity", "a rate such as 10Gbit", "queue thresholds need a capacity to drain the virtual queue")
 		}

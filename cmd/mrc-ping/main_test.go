@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+)
+
+func TestParseEV(t *testing.T) {
+	for _, c := range []struct {
+		ev, path string
+		want     wire.EV
+		bad      bool
+	}{
+		{"", "", wire.MakeEV(0, 0, 0), false},
+		{"0x10200003", "", 0x10200003, false},
+		{"", "1,1", wire.MakeEV(1, 1, 0), false},
+		{"1", "1,1", 0, true},
+		{"zz", "", 0, true},
+		{"", "1", 0, true},
+	} {
+		got, err := parseEV(c.ev, c.path)
+		if (err != nil) != c.bad || (!c.bad && got != c.want) {
+			t.Errorf("parseEV(%q, %q) = %v, %v", c.ev, c.path, got, err)
+		}
+	}
+}
+
+// TestArgsAndErrors: bad arguments are refused before anything is sent;
+// a NIC without a path template says why it cannot ping.
+func TestArgsAndErrors(t *testing.T) {
+	p := daemontest.Start(t, 1) // ECMP mode: no template
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-c", "0", "h1"}, "-c 0"},
+		{[]string{"-i", "10us", "h1"}, "at least 1ms"},
+		{[]string{"-W", "1m", "h1"}, "-W"},
+		{[]string{}, "one HOST"},
+		{[]string{"-d", p.Sock[0], "h1"}, "srv6"},
+		{[]string{"-d", "/nonexistent.sock", "h1"}, "is mrc-nicd running"},
+	} {
+		err := run(c.args, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("mrc-ping %v: %v, want an error mentioning %q", c.args, err, c.want)
+		}
+	}
+	// --help lists every flag the command has.
+	if err := run([]string{"-h"}, &bytes.Buffer{}); err != flag.ErrHelp {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, f := range []string{"-ev", "-path", "-hop", "-c", "-i", "-W", "-d"} {
+		if !strings.Contains(usage, strings.TrimPrefix(f, "-")) {
+			t.Errorf("usage does not mention %s", f)
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/oam"
+	"github.com/softmrc/softmrc/nic/vproto"
+)
+
+// uSID OAM in mrc-nicd: probes along one exact path, sent through the
+// AF_XDP ports and timestamped by the run loop's clock at queueing and at
+// receipt (nic/oam has the frame; docs/operations.md the tools). OAM
+// probes name their path explicitly and do not consult the denylist: they
+// are how an operator checks a denied link before allowing it again.
+
+type oamState struct {
+	nextID  uint32
+	pending map[uint32]chan oamAnswer
+	// Counters.
+	sent, answered, echoed, unknown, bad uint64
+	pathSent, pathRecv                   uint64
+}
+
+type oamAnswer struct {
+	rtt  mrc.Time
+	kind oam.Kind
+}
+
+// oamTrace resolves req.Peer and req.EV into the hops of the path (loop).
+func (d *Daemon) oamTrace(req vproto.CtlRequest) ([]vproto.OAMHop, int, error) {
+	if d.tmpl == nil {
+		return nil, 0, errors.New("uSID OAM needs srv6 mode and a path template")
+	}
+	peer, ok := d.tmpl.PeerIndex(req.Peer)
+	if !ok {
+		if a, err := netip.ParseAddr(req.Peer); err == nil {
+			peer, ok = d.tmpl.PeerByAddr(wire.Addr128FromNetip(a))
+		}
+	}
+	if !ok {
+		names := make([]string, len(d.tmpl.Peers))
+		for i, p := range d.tmpl.Peers {
+			names[i] = p.Name
+		}
+		return nil, 0, fmt.Errorf("host %q is not in this NIC's path template; it knows %s", req.Peer, strings.Join(names, ", "))
+	}
+	ev := wire.EV(req.EV)
+	pl := int(ev.Plane())
+	if pl >= len(d.ports) {
+		return nil, 0, fmt.Errorf("EV %v is on plane %d, this NIC has planes 0..%d", ev, pl, len(d.ports)-1)
+	}
+	if int(ev.T1()) >= d.tmpl.T1Count {
+		return nil, 0, fmt.Errorf("EV %v has T1 index %d, the template has 0..%d", ev, ev.T1(), d.tmpl.T1Count-1)
+	}
+	self, err := d.selfUSID(pl)
+	if err != nil {
+		return nil, 0, err
+	}
+	hs, err := oam.Trace(d.tmpl, peer, ev, self)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]vproto.OAMHop, len(hs))
+	for i, h := range hs {
+		via := make([]string, len(h.Via))
+		for k, u := range h.Via {
+			via[k] = fmt.Sprintf("%04x", u)
+		}
+		out[i] = vproto.OAMHop{Hop: i + 1, Name: h.Name, USID: fmt.Sprintf("%04x", h.USID), Via: via, Kind: h.Kind.String(),
+			Plane: pl, T1: int(ev.T1())}
+	}
+	return out, peer, nil
+}
+
+// selfUSID is this NIC's downlink uSID on plane pl: the uSID after the
+// block in its port's locator.
+func (d *Daemon) selfUSID(pl int) (uint16, error) {
+	i := d.byPlane[pl]
+	if i < 0 {
+		return 0, fmt.Errorf("no port on plane %d", pl)
+	}
+	loc := d.cfg.Ports[i].Locator
+	if !loc.IsValid() {
+		return 0, fmt.Errorf("port %s has no locator", d.cfg.Ports[i].PortName())
+	}
+	b := loc.Addr().As16()
+	off := d.tmpl.BlockBits / 8
+	return uint16(b[off])<<8 | uint16(b[off+1]), nil
+}
+
+// oamProbe sends one probe (req.Hop: a loop cut at that hop; 0: an echo
+// of the peer) and waits for it at most req.TimeoutMS (default 1000).
+func (d *Daemon) oamProbe(req vproto.CtlRequest) (any, error) {
+	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	if timeout > 10*time.Second {
+		return nil, fmt.Errorf("oam-probe: timeout %v, at most 10 s", timeout)
+	}
+	var res vproto.OAMResult
+	var ch chan oamAnswer
+	var id uint32
+	var err error
+	if e := d.exec(func() { ch, id, res, err = d.oamSend(req) }); e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case a := <-ch:
+		res.OK, res.RTTus = true, float64(a.rtt)/1e3
+	case <-t.C:
+		_ = d.exec(func() { delete(d.oam.pending, id) })
+	}
+	return res, nil
+}
+
+// oamSend queues the probe on its plane's port (loop goroutine).
+func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.OAMResult, error) {
+	hops, peer, err := d.oamTrace(req)
+	if err != nil {
+		return nil, 0, vproto.OAMResult{}, err
+	}
+	k := req.Hop
+	if k == 0 {
+		k = len(hops)
+	}
+	if k < 1 || k > len(hops) {
+		return nil, 0, vproto.OAMResult{}, fmt.Errorf("hop %d: the path to %s has hops 1..%d", req.Hop, req.Peer, len(hops))
+	}
+	h := hops[k-1]
+	ev := wire.EV(req.EV)
+	pl := int(ev.Plane())
+	i := d.byPlane[pl]
+	usids := make([]uint16, len(h.Via))
+	for n, s := range h.Via {
+		var v uint16
+		fmt.Sscanf(s, "%04x", &v)
+		usids[n] = v
+	}
+	dst, err := d.tmpl.Format().Build(d.tmpl.BlockAddr(), usids...)
+	if err != nil {
+		return nil, 0, vproto.OAMResult{}, err
+	}
+	kind := oam.Loop
+	if h.Kind == oam.EchoRequest.String() {
+		kind = oam.EchoRequest
+	}
+	if d.oam.pending == nil {
+		d.oam.pending = map[uint32]chan oamAnswer{}
+	}
+	d.oam.nextID = (d.oam.nextID + 1) &^ pathProbeID
+	id := d.oam.nextID
+	port := d.cfg.Ports[i]
+	target := wire.Addr128FromNetip(port.Address)
+	if kind == oam.EchoRequest {
+		if a, err := d.tmpl.PeerAddrs(peer); err == nil {
+			target = a[pl]
+		}
+	}
+	buf := d.txq[i].slot()
+	if buf == nil {
+		return nil, 0, vproto.OAMResult{}, fmt.Errorf("port %s's transmit queue is full; try again", port.PortName())
+	}
+	n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
+		Src: wire.Addr128FromNetip(port.Address), Dst: dst, Target: target},
+		oam.Probe{Kind: kind, ID: id, Seq: uint32(req.QPN), EV: ev, TxTime: int64(d.now())})
+	if err != nil {
+		return nil, 0, vproto.OAMResult{}, err
+	}
+	d.txq[i].push(n)
+	ch := make(chan oamAnswer, 1)
+	d.oam.pending[id] = ch
+	d.oam.sent++
+	return ch, id, vproto.OAMResult{Hop: h, Target: target.String()}, nil
+}
+
+// handleOAM takes an OAM frame off port i (loop goroutine): a loop or
+// echo reply completes its pending probe; an echo request is answered
+// along this NIC's own path to the sender (same plane and T1 index).
+func (d *Daemon) handleOAM(i int, frame []byte) {
+	p, src, err := oam.Parse(frame)
+	if err != nil {
+		d.oam.bad++
+		return
+	}
+	if p.Kind == oam.Loop && p.ID&pathProbeID != 0 {
+		if d.prober != nil {
+			d.prober.Received(int(p.ID&^pathProbeID), p.Seq, time.Duration(d.rxNow))
+			d.oam.pathRecv++
+		}
+		return
+	}
+	switch p.Kind {
+	case oam.Loop, oam.EchoReply:
+		ch, ok := d.oam.pending[p.ID]
+		if !ok {
+			d.oam.unknown++ // answered after its timeout, or not ours
+			return
+		}
+		delete(d.oam.pending, p.ID)
+		d.oam.answered++
+		ch <- oamAnswer{rtt: d.rxNow - mrc.Time(p.TxTime), kind: p.Kind}
+	case oam.EchoRequest:
+		if d.tmpl == nil {
+			d.oam.bad++
+			return
+		}
+		peer, ok := d.tmpl.PeerByAddr(src)
+		if !ok {
+			d.oam.unknown++
+			return
+		}
+		ps, err := d.tmpl.Compile(peer)
+		if err != nil {
+			d.oam.bad++
+			return
+		}
+		dst, ok := ps.Dst(p.EV)
+		if !ok {
+			d.oam.bad++
+			return
+		}
+		port := d.cfg.Ports[i]
+		p.Kind = oam.EchoReply
+		buf := d.txq[i].slot()
+		if buf == nil {
+			return // the port's queue is full: the echo is lost, as on any busy link
+		}
+		n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
+			Src: wire.Addr128FromNetip(port.Address), Dst: dst, Target: src}, p)
+		if err == nil {
+			d.txq[i].push(n)
+			d.oam.echoed++
+		}
+	}
+}

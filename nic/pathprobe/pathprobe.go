@@ -1,0 +1,322 @@
+// Package pathprobe is the path-probe agent's bookkeeping and the
+// mapper's fault localisation, both pure (the caller's clock, no I/O):
+// mrc-nicd sends one OAM loop probe (nic/oam) per target every interval
+// through its AF_XDP ports and reports what came back; Stats summarise a
+// sliding window per target; Localise turns every host's stats into the
+// link map with the seed's rule (compare the probes to a T0 with the
+// probes through that T0 to a T1, from several hosts).
+package pathprobe
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Target is one loop a host probes: to its T0 and back (T1 < 0), or
+// through its T0 to T1 index T1 and back.
+type Target struct {
+	Host  string   `json:"host"`
+	Plane int      `json:"plane"`
+	T0    string   `json:"t0"` // switch name, e.g. p0-t0-0
+	T1    int      `json:"t1"` // T1 index, -1 for the T0 loop
+	T1Sw  string   `json:"t1_switch,omitempty"`
+	USIDs []uint16 `json:"usids"`
+}
+
+// Name is the target's short name: p0/t0 or p0/t1-1.
+func (t Target) Name() string {
+	if t.T1 < 0 {
+		return fmt.Sprintf("p%d/t0", t.Plane)
+	}
+	return fmt.Sprintf("p%d/t1-%d", t.Plane, t.T1)
+}
+
+// Window is how many of the latest probes of a target Stats cover.
+const Window = 64
+
+type sample struct {
+	seq  uint32
+	sent time.Duration
+	rtt  time.Duration // < 0: not (yet) answered
+}
+
+// Prober keeps the probes of a set of targets.
+type Prober struct {
+	Targets  []Target
+	Interval time.Duration
+	Timeout  time.Duration // a probe unanswered this long counts as lost
+	next     time.Duration
+	seq      uint32
+	win      [][]sample // per target, ring of Window
+	sent     []uint64
+	recv     []uint64
+}
+
+// New makes a prober of targets, one probe per target per interval.
+func New(targets []Target, interval, timeout time.Duration) *Prober {
+	p := &Prober{Targets: targets, Interval: interval, Timeout: timeout,
+		win: make([][]sample, len(targets)), sent: make([]uint64, len(targets)), recv: make([]uint64, len(targets))}
+	return p
+}
+
+// Probe is one probe to send: target index and sequence number.
+type Probe struct {
+	Target int
+	Seq    uint32
+}
+
+// Due returns the probes to send at now (one per target when the interval
+// has passed; none otherwise) and records them as sent.
+func (p *Prober) Due(now time.Duration, dst []Probe) []Probe {
+	if now < p.next {
+		return dst
+	}
+	p.next = now + p.Interval
+	for i := range p.Targets {
+		p.seq++
+		w := append(p.win[i], sample{seq: p.seq, sent: now, rtt: -1})
+		if len(w) > Window {
+			w = w[len(w)-Window:]
+		}
+		p.win[i] = w
+		p.sent[i]++
+		dst = append(dst, Probe{Target: i, Seq: p.seq})
+	}
+	return dst
+}
+
+// Next is when the next probes are due.
+func (p *Prober) Next() time.Duration { return p.next }
+
+// Received records the answer of probe seq to target i at now.
+func (p *Prober) Received(i int, seq uint32, now time.Duration) {
+	if i < 0 || i >= len(p.win) {
+		return
+	}
+	for k := range p.win[i] {
+		s := &p.win[i][k]
+		if s.seq == seq && s.rtt < 0 {
+			s.rtt = now - s.sent
+			p.recv[i]++
+			return
+		}
+	}
+}
+
+// Stats is one target's summary over the window.
+type Stats struct {
+	Target
+	Sent, Received uint64  // since start
+	WinSent        int     `json:"win_sent"` // probes in the window old enough to judge
+	WinLost        int     `json:"win_lost"`
+	Loss           float64 `json:"loss"` // WinLost / WinSent
+	RTTMin         float64 `json:"rtt_min_us"`
+	RTTAvg         float64 `json:"rtt_avg_us"`
+	RTTMax         float64 `json:"rtt_max_us"`
+}
+
+// Stats summarises every target at now: probes younger than Timeout and
+// unanswered are not judged yet.
+func (p *Prober) Stats(now time.Duration) []Stats {
+	out := make([]Stats, len(p.Targets))
+	for i, t := range p.Targets {
+		s := Stats{Target: t, Sent: p.sent[i], Received: p.recv[i]}
+		var sum time.Duration
+		n := 0
+		for _, x := range p.win[i] {
+			if x.rtt < 0 && now-x.sent < p.Timeout {
+				continue
+			}
+			s.WinSent++
+			if x.rtt < 0 {
+				s.WinLost++
+				continue
+			}
+			us := float64(x.rtt) / 1e3
+			if n == 0 || us < s.RTTMin {
+				s.RTTMin = us
+			}
+			s.RTTMax = max(s.RTTMax, us)
+			sum += x.rtt
+			n++
+		}
+		if s.WinSent > 0 {
+			s.Loss = float64(s.WinLost) / float64(s.WinSent)
+		}
+		if n > 0 {
+			s.RTTAvg = float64(sum) / float64(n) / 1e3
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// Link states.
+const (
+	Good  = "good"
+	Lossy = "lossy"
+	Dead  = "dead"
+)
+
+// Thresholds of Localise: a window losing at least LossyAt of its probes
+// is lossy, at least DeadAt dead; fewer than MinJudged judged probes say
+// nothing yet.
+const (
+	LossyAt   = 0.02
+	DeadAt    = 0.9
+	MinJudged = 8
+)
+
+func state(loss float64) string {
+	switch {
+	case loss >= DeadAt:
+		return Dead
+	case loss >= LossyAt:
+		return Lossy
+	}
+	return Good
+}
+
+// Link is one row of the link map.
+type Link struct {
+	Name     string  `json:"name"`
+	Kind     string  `json:"kind"` // nic-t0, t0-t1, or switch
+	State    string  `json:"state"`
+	Loss     float64 `json:"loss"`
+	Evidence string  `json:"evidence"`
+}
+
+// Localise builds the link map from every host's stats with the seed's
+// rule: a host's T0 loop bad → its NIC–T0 link (every host of that T0 bad
+// → the T0 itself); T0 loop fine and the loop through T1 j bad → the link
+// T0–T1 j, confirmed by the other hosts under that T0 (every T0 of the
+// plane bad through T1 j → the T1 itself). Links with no bad evidence are
+// good. Rows are sorted, bad first.
+func Localise(all []Stats) []Link {
+	type key struct {
+		plane int
+		t0    string
+	}
+	t0Loop := map[key]map[string]Stats{} // host → its T0 loop
+	t1Loop := map[key]map[int][]Stats{}  // T1 index → the hosts' loops through it
+	t1Name := map[int]map[int]string{}   // plane → T1 index → switch name
+	for _, s := range all {
+		if s.WinSent < MinJudged {
+			continue
+		}
+		k := key{s.Plane, s.T0}
+		if s.T1 < 0 {
+			if t0Loop[k] == nil {
+				t0Loop[k] = map[string]Stats{}
+			}
+			t0Loop[k][s.Host] = s
+			continue
+		}
+		if t1Loop[k] == nil {
+			t1Loop[k] = map[int][]Stats{}
+		}
+		t1Loop[k][s.T1] = append(t1Loop[k][s.T1], s)
+		if t1Name[s.Plane] == nil {
+			t1Name[s.Plane] = map[int]string{}
+		}
+		t1Name[s.Plane][s.T1] = s.T1Sw
+	}
+	var out []Link
+	badT0 := map[key]bool{}
+	for k, hosts := range t0Loop {
+		nBad, worst := 0, 0.0
+		for h, s := range hosts {
+			if state(s.Loss) == Good {
+				out = append(out, Link{Name: h + "--" + k.t0, Kind: "nic-t0", State: Good, Loss: s.Loss,
+					Evidence: fmt.Sprintf("%s loop to %s: %d/%d lost", h, k.t0, s.WinLost, s.WinSent)})
+				continue
+			}
+			nBad++
+			worst = max(worst, s.Loss)
+		}
+		if nBad == len(hosts) && len(hosts) > 1 {
+			badT0[k] = true
+			out = append(out, Link{Name: k.t0, Kind: "switch", State: state(worst), Loss: worst,
+				Evidence: fmt.Sprintf("the T0 loops of all %d hosts under it lose probes", len(hosts))})
+			continue
+		}
+		for h, s := range hosts {
+			if state(s.Loss) != Good {
+				out = append(out, Link{Name: h + "--" + k.t0, Kind: "nic-t0", State: state(s.Loss), Loss: s.Loss,
+					Evidence: fmt.Sprintf("%s loop to %s: %d/%d lost; other hosts of %s fine", h, k.t0, s.WinLost, s.WinSent, k.t0)})
+			}
+		}
+	}
+	// T0–T1 links: judged by the hosts whose T0 loop is good.
+	type linkKey struct {
+		plane int
+		t0    string
+		t1    int
+	}
+	linkLoss := map[linkKey][2]float64{} // [worst loss, fraction of hosts bad]
+	var linkKeys []linkKey
+	for k, byT1 := range t1Loop {
+		if badT0[k] {
+			continue
+		}
+		for j, ss := range byT1 {
+			nOK, nBad, worst := 0, 0, 0.0
+			for _, s := range ss {
+				if l, ok := t0Loop[k][s.Host]; ok && state(l.Loss) != Good {
+					continue // its own NIC–T0 link explains it
+				}
+				nOK++
+				if state(s.Loss) != Good {
+					nBad++
+					worst = max(worst, s.Loss)
+				}
+			}
+			if nOK == 0 {
+				continue
+			}
+			lk := linkKey{k.plane, k.t0, j}
+			linkKeys = append(linkKeys, lk)
+			// Most hosts of the T0 must agree (one host's bad loop
+			// alone is its own problem, already reported).
+			if nBad*2 > nOK {
+				linkLoss[lk] = [2]float64{worst, 1}
+			}
+		}
+	}
+	// A T1 whose links from every T0 of the plane are bad is the switch.
+	t0sPerT1 := map[[2]int][]linkKey{}
+	for _, lk := range linkKeys {
+		t0sPerT1[[2]int{lk.plane, lk.t1}] = append(t0sPerT1[[2]int{lk.plane, lk.t1}], lk)
+	}
+	for pj, lks := range t0sPerT1 {
+		nBad, worst := 0, 0.0
+		for _, lk := range lks {
+			if linkLoss[lk][1] > 0 {
+				nBad++
+				worst = max(worst, linkLoss[lk][0])
+			}
+		}
+		name := t1Name[pj[0]][pj[1]]
+		if nBad == len(lks) && len(lks) > 1 {
+			out = append(out, Link{Name: name, Kind: "switch", State: state(worst), Loss: worst,
+				Evidence: fmt.Sprintf("the loops through it from all %d T0s lose probes, their T0 loops do not", len(lks))})
+			continue
+		}
+		for _, lk := range lks {
+			l := Link{Name: lk.t0 + "--" + name, Kind: "t0-t1", State: Good}
+			if linkLoss[lk][1] > 0 {
+				l.State, l.Loss = state(linkLoss[lk][0]), linkLoss[lk][0]
+				l.Evidence = fmt.Sprintf("loops through %s to %s lose probes, loops to %s do not", lk.t0, name, lk.t0)
+			}
+			out = append(out, l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i].State == Good) != (out[j].State == Good) {
+			return out[i].State != Good
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
