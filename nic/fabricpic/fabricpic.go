@@ -141,12 +141,10 @@ func Write(out io.Writer, links []pathprobe.Link, title string, w, h vg.Length) 
 	sort.SliceStable(order, func(a, b int) bool {
 		return links[order[a]].State == pathprobe.Good && links[order[b]].State != pathprobe.Good
 	})
-	var switchNames []string
 	for _, i := range order {
 		l := links[i]
 		if l.Kind == "switch" {
-			switchNames = append(switchNames, l.Name)
-			continue
+			continue // drawn as its node below
 		}
 		e := lay.Edges[i]
 		a, b := lay.Pos[e[0]], lay.Pos[e[1]]
