@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -61,8 +62,8 @@ with path_probes set (e.g. 5ms).
 
 watch maps every --interval for --duration and prints each change of a
 link's state. With --deny, a link that turns bad is denied on every NIC
-(a NIC–T0 link: that host's plane; a T0–T1 link: every path over it) and
-allowed again once it has been good for --hold. Needs root. With --metrics
+(a NIC–T0 link: that host's plane; a T0–T1 link: every path over it; a
+whole switch: every link of it seen so far) and allowed again once it has been good for --hold. Needs root. With --metrics
 it serves the latest map on http://ADDR/metrics (mrc_link_loss,
 mrc_link_state) for Prometheus to scrape.
 
@@ -201,20 +202,35 @@ func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration t
 		}
 		pub.set(links)
 		now := time.Now()
+		markBad := func(link string) {
+			if _, ok := denied[link]; !ok {
+				n := denyAll(ds, vproto.CtlDeny, link)
+				fmt.Fprintf(out, "%s deny link %s on %d NICs\n", stamp(), link, n)
+			}
+			denied[link] = now
+		}
 		for _, l := range links {
 			if old, ok := state[l.Name]; (ok || l.State != pathprobe.Good) && old != l.State {
 				fmt.Fprintf(out, "%s %s %s -> %s (%.1f%% loss) %s\n", stamp(), l.Name, orGood(old), l.State, 100*l.Loss, l.Evidence)
 			}
 			state[l.Name] = l.State
-			if !deny || l.Kind == "switch" {
-				continue // a whole switch: its links are denied one by one when they show
+			if !deny {
+				continue
+			}
+			if l.Kind == "switch" {
+				// A bad switch hides its links from the map; deny
+				// every link of it seen before. They come back into
+				// the map when it is repaired and are allowed again
+				// once good for hold, as any link.
+				if l.State != pathprobe.Good {
+					for _, name := range linksOf(state, l.Name) {
+						markBad(name)
+					}
+				}
+				continue
 			}
 			if l.State != pathprobe.Good {
-				if _, ok := denied[l.Name]; !ok {
-					n := denyAll(ds, vproto.CtlDeny, l.Name)
-					fmt.Fprintf(out, "%s deny link %s on %d NICs\n", stamp(), l.Name, n)
-				}
-				denied[l.Name] = now
+				markBad(l.Name)
 			} else if t, ok := denied[l.Name]; ok && now.Sub(t) >= hold {
 				n := denyAll(ds, vproto.CtlAllow, l.Name)
 				fmt.Fprintf(out, "%s allow link %s on %d NICs (good for %v)\n", stamp(), l.Name, n, hold)
@@ -224,6 +240,19 @@ func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration t
 		time.Sleep(interval)
 	}
 	return nil
+}
+
+// linksOf lists the links in seen (link names: A--B) with sw at one end,
+// sorted.
+func linksOf(seen map[string]string, sw string) []string {
+	var out []string
+	for name := range seen {
+		if a, b, ok := strings.Cut(name, "--"); ok && (a == sw || b == sw) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func orGood(s string) string {

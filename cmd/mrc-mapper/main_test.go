@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +168,77 @@ func TestWatchMetrics(t *testing.T) {
 	want := map[string]float64{"p0-t0-0--p0-t1-1": 2, "p0-t0-0--p0-t1-0": 0, "h0--p0-t0-0": 0, "h1--p0-t0-0": 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("/metrics mrc_link_state %v, want %v", got, want)
+	}
+}
+
+// phasedHost is a host whose loops through T1 1 die for map rounds 3 to
+// 5 (a whole T1 down, then repaired); it records the denylist calls.
+type phasedHost struct {
+	host, t0 string
+	round    *int
+	mu       *sync.Mutex
+	calls    *[]string
+}
+
+func (h phasedHost) String() string { return h.host }
+func (h phasedHost) stats() ([]pathprobe.Stats, error) {
+	h.mu.Lock()
+	r := *h.round
+	if h.host == "h2" {
+		*h.round++ // h2 is asked last in every round
+	}
+	h.mu.Unlock()
+	var st []pathprobe.Stats
+	for j := -1; j < 2; j++ {
+		lost := 0
+		if j == 1 && r >= 3 && r <= 5 {
+			lost = 64
+		}
+		s := pathprobe.Stats{Target: pathprobe.Target{Host: h.host, Plane: 0, T0: h.t0, T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64}
+		if j >= 0 {
+			s.T1Sw = fmt.Sprintf("p0-t1-%d", j)
+		}
+		st = append(st, s)
+	}
+	return st, nil
+}
+func (h phasedHost) ctl(cmd vproto.CtlCmd, link string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.calls = append(*h.calls, fmt.Sprintf("%s %s %s", h.host, cmd, link))
+	return nil
+}
+
+// TestWatchDenySwitch: watch --deny with a whole T1 bad denies every link
+// of it on every NIC (the map shows the switch, not its links), and
+// allows them again once they are back and good for --hold.
+func TestWatchDenySwitch(t *testing.T) {
+	var round int
+	var mu sync.Mutex
+	var calls []string
+	srcs := []source{phasedHost{"h0", "p0-t0-0", &round, &mu, &calls}, phasedHost{"h2", "p0-t0-1", &round, &mu, &calls}}
+	var out bytes.Buffer
+	// 1 s holds ~90 rounds of 10 ms; the phases need 7.
+	if err := watchLoop(srcs, &out, true, 0, 10*time.Millisecond, time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if round < 7 {
+		t.Fatalf("only %d map rounds in 1 s, want at least 7 to see the repair", round)
+	}
+	var want []string
+	for _, op := range []vproto.CtlCmd{vproto.CtlDeny, vproto.CtlAllow} {
+		for _, l := range []string{"p0-t0-0--p0-t1-1", "p0-t0-1--p0-t1-1"} {
+			for _, h := range []string{"h0", "h2"} {
+				want = append(want, fmt.Sprintf("%s %s %s", h, op, l))
+			}
+		}
+	}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("denylist calls\n%s\nwant\n%s\nwatch printed:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"), out.String())
+	}
+	if !strings.Contains(out.String(), "p0-t1-1 good -> dead") {
+		t.Errorf("watch did not report the switch:\n%s", out.String())
 	}
 }
