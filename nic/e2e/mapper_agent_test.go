@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +134,74 @@ func TestTestbedMapperAgents(t *testing.T) {
 		t.Fatalf("h3's denylist after watch --deny over the agents: %+v", rows)
 	}
 	t.Logf("watch --deny over the agents:\n%s", w)
+}
+
+// TestTestbedMapperDenySwitch: watch --deny with a whole T1 blackholed
+// (every port) denies both of its T0–T1 links on the NICs, although the
+// map names the switch and hides its links, and withdraws them after the
+// repair.
+func TestTestbedMapperDenySwitch(t *testing.T) {
+	requireNetns(t)
+	hosts := []string{"h0", "h3"}
+	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, hosts...)
+	var wout lockedBuffer
+	w := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "watch", "--dir", tb.dir, "--deny", "--hold", "300ms",
+		"--interval", "50ms", "--duration", "30s")
+	w.Stdout, w.Stderr = &wout, &wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		w.Process.Kill()
+		w.Wait()
+		t.Logf("mrc-mapper watch:\n%s", wout.String())
+	}()
+	entries := func(h string) []string {
+		var rows []vproto.DenyRow
+		if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
+			t.Fatal(err)
+		}
+		var e []string
+		for _, r := range rows {
+			e = append(e, r.Entry)
+		}
+		slices.Sort(e)
+		return e
+	}
+	waitFor := func(what string, limit time.Duration, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > limit {
+				t.Fatalf("%s: not within %v (h0 %v, h3 %v)", what, limit, entries("h0"), entries("h3"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	// The watch must have seen the switch's links good first.
+	waitFor("a whole map of the clean fabric", 5*time.Second, func() bool { return mapSeen(tb) })
+	time.Sleep(200 * time.Millisecond) // the watch (50 ms interval) has mapped it too
+	const sw = "p0-t1-1"
+	want := []string{"link p0-t0-0--p0-t1-1", "link p0-t0-1--p0-t1-1"}
+	tb.fault(t, sw, "blackhole")
+	took := waitFor("both links of "+sw+" denied on h0 and h3", 3*time.Second, func() bool {
+		return slices.Equal(entries("h0"), want) && slices.Equal(entries("h3"), want)
+	})
+	t.Logf("%s blackholed: its links denied on both NICs %v after the fault", sw, took.Round(10*time.Millisecond))
+	tb.fault(t, sw, "clear")
+	took = waitFor("entries withdrawn after the repair", 5*time.Second, func() bool {
+		return len(entries("h0")) == 0 && len(entries("h3")) == 0
+	})
+	t.Logf("entries withdrawn %v after the repair (hold 300ms)", took.Round(10*time.Millisecond))
+	if !strings.Contains(wout.String(), sw+" good -> ") {
+		t.Errorf("the watch did not report %s as a switch", sw)
+	}
+}
+
+// mapSeen: every host's loops are judged (a map of the clean fabric is
+// whole), so a watch started before has seen every link.
+func mapSeen(tb *testbed) bool {
+	out, err := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "map", "--dir", tb.dir).CombinedOutput()
+	return err == nil && strings.Count(string(out), " good ") >= 8
 }
