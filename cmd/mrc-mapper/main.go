@@ -194,6 +194,7 @@ func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration t
 	start := time.Now()
 	state := map[string]string{}     // link -> last state printed
 	denied := map[string]time.Time{} // link -> when it was last seen bad
+	switches := map[string]bool{}    // names that were switch rows
 	stamp := func() string { return fmt.Sprintf("%8.3fs", time.Since(start).Seconds()) }
 	for time.Since(start) < duration {
 		links, err := mapOnce(ds)
@@ -209,7 +210,22 @@ func watchLoop(ds []source, out io.Writer, deny bool, hold, interval, duration t
 			}
 			denied[link] = now
 		}
+		// A switch is in the map only while bad: one that left it is
+		// good again.
+		inMap := map[string]bool{}
 		for _, l := range links {
+			inMap[l.Name] = true
+		}
+		for name, st := range state {
+			if switches[name] && !inMap[name] && st != pathprobe.Good {
+				fmt.Fprintf(out, "%s %s %s -> %s\n", stamp(), name, st, pathprobe.Good)
+				state[name] = pathprobe.Good
+			}
+		}
+		for _, l := range links {
+			if l.Kind == "switch" {
+				switches[l.Name] = true
+			}
 			if old, ok := state[l.Name]; (ok || l.State != pathprobe.Good) && old != l.State {
 				fmt.Fprintf(out, "%s %s %s -> %s (%.1f%% loss) %s\n", stamp(), l.Name, orGood(old), l.State, 100*l.Loss, l.Evidence)
 			}

@@ -238,7 +238,7 @@ func TestWatchDenySwitch(t *testing.T) {
 	if !slices.Equal(calls, want) {
 		t.Fatalf("denylist calls\n%s\nwant\n%s\nwatch printed:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"), out.String())
 	}
-	if !strings.Contains(out.String(), "p0-t1-1 good -> dead") {
-		t.Errorf("watch did not report the switch:\n%s", out.String())
+	if !strings.Contains(out.String(), "p0-t1-1 good -> dead") || !strings.Contains(out.String(), "p0-t1-1 dead -> good") {
+		t.Errorf("watch did not report the switch going bad and coming back:\n%s", out.String())
 	}
 }

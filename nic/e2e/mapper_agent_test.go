@@ -194,8 +194,8 @@ func TestTestbedMapperDenySwitch(t *testing.T) {
 		return len(entries("h0")) == 0 && len(entries("h3")) == 0
 	})
 	t.Logf("entries withdrawn %v after the repair (hold 300ms)", took.Round(10*time.Millisecond))
-	if !strings.Contains(wout.String(), sw+" good -> ") {
-		t.Errorf("the watch did not report %s as a switch", sw)
+	if !strings.Contains(wout.String(), sw+" good -> ") || !strings.Contains(wout.String(), " -> good\n") {
+		t.Errorf("the watch did not report %s as a switch going bad and back", sw)
 	}
 }
 
