@@ -57,6 +57,22 @@ func connect(t *testing.T, a, b *side) {
 	}
 }
 
+// qpRow is s's QP's row of mrcctl qps (its counters).
+func qpRow(t *testing.T, s *side) vproto.QPRow {
+	t.Helper()
+	var rows []vproto.QPRow
+	if err := s.dev.Ctl(vproto.CtlRequest{Cmd: vproto.CtlQPs}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.QPN == s.qp.QPN {
+			return r
+		}
+	}
+	t.Fatalf("QP %#x not in mrcctl qps", s.qp.QPN)
+	return vproto.QPRow{}
+}
+
 func waitCQE(t *testing.T, d *verbs.Device) verbs.Completion {
 	t.Helper()
 	c, err := d.NextCompletion(10 * time.Second)
@@ -293,9 +309,9 @@ func TestPacedPorts(t *testing.T) {
 	// off by a large factor (bits taken for bytes: 8x) fails all three.
 	const burst = 32 << 10
 	inBand := false
-	for attempt := 1; attempt <= 3 && !inBand; attempt++ {
+	for attempt := 1; attempt <= 3; attempt++ {
 		fill(x.mr.Buf, uint32(11+attempt))
-		before := a.Stats()
+		before, rtxBefore := a.Stats(), qpRow(t, x)
 		start := time.Now()
 		if err := x.qp.PostSend(verbs.Write(uint64(attempt), x.mr, 0, 1<<20, y.mr.Addr, y.mr.RKey)); err != nil {
 			t.Fatal(err)
@@ -312,13 +328,21 @@ func TestPacedPorts(t *testing.T) {
 		if frames < 512 {
 			t.Fatalf("port sent %d frames for 1 MiB", frames)
 		}
+		row := qpRow(t, x)
+		data, rtx, tmo := row.TxData-rtxBefore.TxData, row.TxRtx-rtxBefore.TxRtx, row.Timeouts-rtxBefore.Timeouts
 		minTime := time.Duration((float64(sent) - burst) * 8 / rateBps * float64(time.Second))
 		got := float64(sent) * 8 / el.Seconds()
-		t.Logf("attempt %d: %d frames, %d bytes in %v: %.0f Mb/s for pacing at %.0f Mb/s (at least %v)", attempt, frames, sent, el, got/1e6, rateBps/1e6, minTime)
+		t.Logf("attempt %d: %d frames (%d data, %d retransmitted, %d timeouts), %d bytes in %v: %.0f Mb/s for pacing at %.0f Mb/s (at least %v)", attempt, frames, data, rtx, tmo, sent, el, got/1e6, rateBps/1e6, minTime)
+		// The pipe loses nothing: a retransmission is the pacer holding a
+		// frame the engine counted as sent until its timer fired. A few
+		// are left for the machine's load stalling the loop.
+		if rtx > data/100 {
+			t.Errorf("attempt %d: %d of %d data packets retransmitted on a lossless pipe (more than 1 %%): the pacer delays frames the engine counted as sent", attempt, rtx, data)
+		}
 		if el < minTime*95/100 {
 			t.Fatalf("port sent %d bytes in %v at %.0f Mb/s, faster than its pacing at %.0f Mb/s allows (at least %v)", sent, el, got/1e6, rateBps/1e6, minTime)
 		}
-		inBand = got >= rateBps/2
+		inBand = inBand || got >= rateBps/2
 	}
 	if !inBand {
 		t.Errorf("port sent below half its pacing rate %.0f Mb/s in all three attempts", rateBps/1e6)
