@@ -239,7 +239,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		d.rxFns[i] = d.rxFn(i)
 	}
 	for i := range d.txq {
-		d.txq[i].init(cfg.Ports[i].PacingBps)
+		d.txq[i].init()
 	}
 	if !opts.NoCarrier {
 		for i, p := range cfg.Ports {
@@ -475,12 +475,12 @@ func (d *Daemon) rxFn(i int) func(frame []byte) {
 	}
 }
 
-// transmit asks the engine for frames and sends them, pacing each port.
+// transmit asks the engine for frames and sends them (the engine paces).
 func (d *Daemon) transmit(now mrc.Time) int {
 	sent := 0
-	// Paced backlogs go first, in order.
+	// What a full ring left queued goes first, in order.
 	for i := range d.txq {
-		sent += d.txq[i].flush(d.ports[i], now, &d.c)
+		sent += d.txq[i].flush(d.ports[i], &d.c)
 	}
 	// The engine emits at most a burst of data plus queued control per
 	// Poll and cannot be told to stop, so Poll only when every queue has
@@ -495,7 +495,7 @@ func (d *Daemon) transmit(now mrc.Time) int {
 	// data payload is copied twice (memory to queue, queue to UMEM).
 	d.eng.PollInto(now, d.txSlot, d.txCommit)
 	for i := range d.txq {
-		sent += d.txq[i].flush(d.ports[i], now, &d.c)
+		sent += d.txq[i].flush(d.ports[i], &d.c)
 	}
 	return sent
 }
@@ -526,7 +526,7 @@ func (d *Daemon) txCommitFn(port wire.Plane, n int) {
 }
 
 // idle sleeps until a port is readable, a request arrives, or the engine's
-// next deadline (or a paced port's next token).
+// next deadline (or a retry of a port whose ring was full).
 func (d *Daemon) idle(ctx context.Context) {
 	now := d.now()
 	dl := min(d.eng.NextDeadline(), d.probeDeadline())

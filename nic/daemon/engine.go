@@ -47,24 +47,27 @@ func EngineConfig(cfg *config.Config) (mrc.Config, error) {
 	if cfg.Mode == config.ModeECMP {
 		ec.Mode = mrc.ECMP
 	}
-	// The engine paces with one line rate for every port: the slowest
-	// configured one. The loop's token bucket still enforces each port's own.
-	var rate uint64
+	// The engine is the one pacer: each plane at its port's own rate. It
+	// defers a data packet until its port has room (a packet it defers is
+	// not sent: no timer runs for it), and the loop sends what it emits at
+	// once, so a packet's ACK timer starts when it leaves.
+	var slowest uint64
 	for _, p := range cfg.Ports {
-		if p.PacingBps > 0 && (rate == 0 || p.PacingBps < rate) {
-			rate = p.PacingBps
+		if p.PacingBps > 0 && p.Plane < len(ec.PortRates) {
+			ec.PortRates[p.Plane] = float64(p.PacingBps) / 1e9 // bits per ns
+			if slowest == 0 || p.PacingBps < slowest {
+				slowest = p.PacingBps
+			}
 		}
 	}
-	// 5 % below the bucket: the engine's pacing must be what binds, or the
-	// loop's queue grows and every packet waits in it (RTT inflation,
-	// spurious timeouts).
-	ec.PortRate = float64(rate) * 0.95 / 1e9 // bits per ns
-	if ec.PortRate > 0 {
-		// Let the engine keep 16 frames' worth of line time queued: the
-		// loop wakes with timer slack (~50 µs), longer than a frame time
-		// at testbed rates, and an emptier queue would idle the link.
-		frame := float64(cfg.MTU+256) * 8
-		ec.PortQueue = mrc.Time(16 * frame / ec.PortRate)
+	if slowest > 0 {
+		// PortQueue is the burst: how far ahead of its rate a port may
+		// send. 32 KiB of line time at the slowest paced port, and at
+		// least 4 frames': longer than the loop's wake-up slack (~50 µs)
+		// at testbed rates, so a late wake-up loses no line time, and
+		// short enough that a burst stays a few frames.
+		burst := max(32<<10, 4*(cfg.MTU+256)) * 8
+		ec.PortQueue = mrc.Time(float64(burst) * 1e9 / float64(slowest))
 	}
 	for _, p := range cfg.Ports {
 		if p.Plane >= len(cfg.Ports) {

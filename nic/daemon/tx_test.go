@@ -4,35 +4,52 @@ import (
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/nic/xsk"
 )
 
-// The pacing bucket releases frames at its rate.
-func TestPortTxPacing(t *testing.T) {
+// The queue holds frames only while the port's ring is full: everything
+// the ring takes goes at once (no pacing here: the engine paces), the rest
+// in order once the ring drains.
+func TestPortTxRingFull(t *testing.T) {
+	a, b := xsk.NewPipe("qa", "qb", 8) // a ring of 8 frames
 	var tx portTx
-	tx.init(8e9) // 1 byte per ns
-	frame := make([]byte, 1000)
-	for i := 0; i < 100; i++ {
-		b := tx.slot()
-		if b == nil {
+	tx.init()
+	var c counters
+	for i := 0; i < 20; i++ {
+		buf := tx.slot()
+		if buf == nil {
 			t.Fatal("queue full")
 		}
-		tx.push(copy(b, frame))
+		buf[0] = byte(i)
+		tx.push(1)
 	}
-	tx.last = 0
-	tx.tokens = 0
-	// After 10 µs, 10 000 bytes = 10 frames may go.
-	tx.refill(10 * mrc.Microsecond)
-	n := 0
-	for tx.n > 0 && tx.tokens >= float64(len(tx.bufs[tx.head])) {
-		tx.tokens -= float64(len(tx.bufs[tx.head]))
-		tx.head = (tx.head + 1) % len(tx.bufs)
-		tx.n--
-		n++
+	if n := tx.flush(a, &c); n != 8 {
+		t.Fatalf("flush sent %d frames into a ring of 8, want 8", n)
 	}
-	if n != 10 {
-		t.Fatalf("%d frames released after 10 µs at 8 Gb/s, want 10", n)
+	if tx.n != 12 || tx.next(0) == mrc.Never {
+		t.Fatalf("%d frames wait (want 12), retry at %v", tx.n, tx.next(0))
 	}
-	if next := tx.next(10 * mrc.Microsecond); next != 10*mrc.Microsecond+1000+1 {
-		t.Fatalf("next = %d, want the time one more frame's tokens take", next)
+	var got []byte
+	bufs := [][]byte{make([]byte, 64)}
+	for len(got) < 20 {
+		for {
+			bufs[0] = bufs[0][:cap(bufs[0])]
+			n, _ := b.Recv(bufs)
+			if n == 0 {
+				break
+			}
+			got = append(got, bufs[0][0])
+		}
+		if tx.flush(a, &c) == 0 && len(got) < 20 && tx.n == 0 {
+			break
+		}
+	}
+	for i, v := range got {
+		if int(v) != i {
+			t.Fatalf("frame %d came out as %d: order lost", i, v)
+		}
+	}
+	if len(got) != 20 || tx.n != 0 || tx.next(0) != mrc.Never || c.txFrames.Load() != 20 {
+		t.Fatalf("got %d frames, %d still queued, %d counted; want 20, 0, 20", len(got), tx.n, c.txFrames.Load())
 	}
 }
