@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -34,16 +35,23 @@ func seeds(t testing.TB) []uint64 {
 	return s
 }
 
-// dist is one measured quantity over the seeds of a sweep.
+// dist is one measured quantity over the seeds of a sweep. The seeds of a
+// sweep run in parallel, so add takes a lock; the verdicts run after the
+// sweep, alone.
 type dist struct {
 	name  string
+	mu    sync.Mutex
 	seeds []uint64
 	vals  []float64
 }
 
+// add records seed's value, keeping the seeds in order.
 func (d *dist) add(seed uint64, v float64) {
-	d.seeds = append(d.seeds, seed)
-	d.vals = append(d.vals, v)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, _ := slices.BinarySearch(d.seeds, seed)
+	d.seeds = slices.Insert(d.seeds, i, seed)
+	d.vals = slices.Insert(d.vals, i, v)
 }
 
 func (d *dist) sorted() []float64 {
@@ -122,12 +130,21 @@ func (d *dist) medianAtLeast(t testing.TB, lo float64) {
 
 const inf = 1e308
 
-// sweep runs one scenario per seed, each as subtest "seed=N", and returns
-// after all of them; fn records its measurements in the dists it closes
-// over, and asserts per-run invariants (data exact, no QP error) itself.
+// sweep runs one scenario per seed, each as subtest "seeds/seed=N", and
+// returns after all of them. The seeds run in parallel (each simulation is
+// single-threaded and shares nothing; -parallel bounds them). fn records its
+// measurements in the dists it closes over and asserts per-run invariants
+// (data exact, no QP error) itself.
 func sweep(t *testing.T, fn func(t *testing.T, seed uint64)) {
 	t.Helper()
-	for _, s := range seeds(t) {
-		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) { fn(t, s) })
-	}
+	ss := seeds(t)
+	// The group returns only when its parallel subtests are done.
+	t.Run("seeds", func(t *testing.T) {
+		for _, s := range ss {
+			t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+				t.Parallel()
+				fn(t, s)
+			})
+		}
+	})
 }
