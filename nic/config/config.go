@@ -13,7 +13,7 @@
 //	evs: 128                        # EV set size of each QP (1..256)
 //	mtu: 2048                       # RoCE MTU (payload bytes per packet)
 //	cc: {algorithm: default}
-//	qp: {ack_timeout: 20ms, min_rto: 200us, no_ev_timeout: 2s}
+//	qp: {ack_timeout: 20ms, min_rto: 200us, no_ev_timeout: 2s, retry_timeout: 4s}
 //	device_socket: /run/mrc/tb/h0.sock
 //	metrics: "[::1]:9470"           # empty: no metrics endpoint
 //	ports:
@@ -139,6 +139,12 @@ type QPOptions struct {
 	RetryLimit int `yaml:"retry_limit,omitempty"`
 	// NoEVTimeout fails a QP that has had no usable path this long.
 	NoEVTimeout time.Duration `yaml:"no_ev_timeout"`
+	// RetryTimeout fails a QP (RETRY_EXCEEDED, as RC's retry count does)
+	// whose unacknowledged data has seen no acknowledgement for this long:
+	// the peer is gone or every path to it is dead. A soft NIC on a shared
+	// host can be descheduled for hundreds of milliseconds, so the default
+	// is several times the engine's 1 s.
+	RetryTimeout time.Duration `yaml:"retry_timeout"`
 }
 
 // RoCEOptions configure the QPs created with the RoCE transport.
@@ -159,9 +165,10 @@ const DefaultRoCEAckTimeout = 4096 << 14 * time.Nanosecond
 
 // Default QP timers (see QPOptions).
 const (
-	DefaultAckTimeout  = 20 * time.Millisecond
-	DefaultMinRTO      = 200 * time.Microsecond
-	DefaultNoEVTimeout = 2 * time.Second
+	DefaultAckTimeout   = 20 * time.Millisecond
+	DefaultMinRTO       = 200 * time.Microsecond
+	DefaultNoEVTimeout  = 2 * time.Second
+	DefaultRetryTimeout = 4 * time.Second
 )
 
 // Port is one NIC port: one interface in one plane.
@@ -278,6 +285,9 @@ func (c *Config) SetDefaults() {
 	if c.QP.NoEVTimeout == 0 {
 		c.QP.NoEVTimeout = DefaultNoEVTimeout
 	}
+	if c.QP.RetryTimeout == 0 {
+		c.QP.RetryTimeout = DefaultRetryTimeout
+	}
 	if c.RoCE.AckTimeout == 0 {
 		c.RoCE.AckTimeout = DefaultRoCEAckTimeout
 	}
@@ -313,6 +323,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CC.InitialWindow < 0 || c.CC.MaxWindow < 0 || (c.CC.MaxWindow > 0 && c.CC.InitialWindow > c.CC.MaxWindow) {
 		bad("cc: initial_window %d and max_window %d must be >= 0 with initial <= max", c.CC.InitialWindow, c.CC.MaxWindow)
+	}
+	if c.QP.RetryTimeout < 0 || (c.QP.AckTimeout > 0 && c.QP.RetryTimeout > 0 && c.QP.RetryTimeout < c.QP.AckTimeout) {
+		bad("qp: retry_timeout %v: want 0 (default %v) or at least ack_timeout %v", c.QP.RetryTimeout, DefaultRetryTimeout, c.QP.AckTimeout)
 	}
 	if c.QP.AckTimeout < 0 || c.QP.MinRTO < 0 || c.QP.NoEVTimeout < 0 || c.QP.RetryLimit < 0 ||
 		(c.QP.AckTimeout > 0 && c.QP.MinRTO > c.QP.AckTimeout) {

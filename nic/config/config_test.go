@@ -54,6 +54,9 @@ func TestParseGood(t *testing.T) {
 	if p, ok := c.Port(1); !ok || p.Interface != "eth1" {
 		t.Errorf("Port(1) = %+v, %v", p, ok)
 	}
+	if c.QP.RetryTimeout != DefaultRetryTimeout {
+		t.Errorf("qp.retry_timeout = %v, want the default %v", c.QP.RetryTimeout, DefaultRetryTimeout)
+	}
 }
 
 func TestRoundTripAndLoad(t *testing.T) {
@@ -100,6 +103,7 @@ func TestParseBad(t *testing.T) {
 		{"window", "initial_window: 65536", "initial_window: 9999999", "initial_window"},
 		{"attach", "evs: 16", "evs: 16\nattach: hw", `attach "hw"`},
 		{"busy poll", "evs: 16", "evs: 16\nbusy_poll: -5us", "busy_poll -5"},
+		{"retry timeout", "evs: 16", "evs: 16\nqp: {ack_timeout: 20ms, retry_timeout: 5ms}", "retry_timeout 5ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(good, tc.from, tc.to, 1)

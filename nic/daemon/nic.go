@@ -70,7 +70,8 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 	if e := d.exec(func() {
 		qo := d.cfg.QP
 		qc := mrc.QPConfig{Transport: tr, PD: owner, NumEVs: d.cfg.EVs, SendQueue: max(req.SQDepth, 1024), AckTimeout: mrc.Time(qo.AckTimeout),
-			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout)}
+			MinRTO: mrc.Time(qo.MinRTO), RetryLimit: qo.RetryLimit, NoEVTimeout: mrc.Time(qo.NoEVTimeout),
+			RetryTimeout: mrc.Time(qo.RetryTimeout)}
 		if tr == mrc.RoCE {
 			// IBTA RC's local ACK timeout is a fixed QP attribute,
 			// 4.096 µs·2^timeout, not an adaptive RTO (default: perftest's

@@ -207,6 +207,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	if err != nil {
 		return err
 	}
+	pl.NICPacingBps = s.Topology.NICPacingBps
 	out.Plan = pl
 	timeline, err := s.Timeline(pl)
 	if err != nil {

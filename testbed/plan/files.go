@@ -114,8 +114,13 @@ func DefaultSwitchConfig(p *Plan, s *Switch) ([]byte, error) {
 
 // NICConfig returns the mrc-nicd config of a host (nic/config): one port per
 // plane with its MAC, the T0 port's MAC, its inner address and locator; the
-// device socket in the run directory; the links' host capacity as pacing.
+// device socket in the run directory; the links' host capacity as pacing
+// (or NICPacingBps when set).
 func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
+	pacing := p.HostCapacityBps
+	if p.NICPacingBps > 0 {
+		pacing = p.NICPacingBps
+	}
 	c := &nicconfig.Config{Host: h.Name, Mode: nicconfig.Mode(p.Mode),
 		DeviceSocket: filepath.Join(filepath.Dir(h.NICConfig), h.Name+".sock")}
 	if p.Mode == topo.ModeSRv6 {
@@ -123,7 +128,7 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 	}
 	for _, hp := range h.Ports {
 		port := nicconfig.Port{Name: hp.Ifname, Interface: hp.Ifname, Plane: hp.Plane, Address: hp.Addr.Addr(),
-			Locator: hp.Locator, PacingBps: p.HostCapacityBps}
+			Locator: hp.Locator, PacingBps: pacing}
 		port.MAC.UnmarshalText([]byte(hp.MAC))
 		port.NeighborMAC.UnmarshalText([]byte(hp.GatewayMAC))
 		c.Ports = append(c.Ports, port)

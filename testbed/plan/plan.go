@@ -63,6 +63,12 @@ type Plan struct {
 	// HostCapacityBps is the NIC-T0 link capacity (0 = unlimited); NICs
 	// pace their ports to it.
 	HostCapacityBps uint64 `yaml:"host_capacity_bps,omitempty"`
+	// NICPacingBps, when set, replaces HostCapacityBps as the NICs'
+	// pacing_bps. mrc-nicd's engine paces at 95 % of pacing_bps (nic/daemon
+	// EngineConfig), so with pacing = capacity a sender can never fill its
+	// link; a bandwidth experiment sets this above the capacity so that the
+	// switch port model, not the NIC, is the bottleneck (docs/lab.md, S1).
+	NICPacingBps uint64 `yaml:"nic_pacing_bps,omitempty"`
 	// PinGlob is what the run may own in bpffs (removed by down).
 	PinGlob    string   `yaml:"pin_glob"`
 	Namespaces []string `yaml:"namespaces"`

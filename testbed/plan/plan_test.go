@@ -285,7 +285,18 @@ func TestBuildErrors(t *testing.T) {
 // TestNICConfig reads back every host's NIC config with nic/config and checks
 // the fields the plan derives.
 func TestNICConfig(t *testing.T) {
-	for _, mode := range []topo.Mode{topo.ModeSRv6, topo.ModeECMP} {
+	cases := []struct {
+		mode              topo.Mode
+		nicPacing, pacing uint64 // NICPacingBps set; the pacing_bps expected
+	}{
+		{topo.ModeSRv6, 0, 25e9},
+		{topo.ModeECMP, 0, 25e9},
+		// S1 (docs/lab.md): the NICs paced above the link so that the
+		// switch port model is the bottleneck.
+		{topo.ModeSRv6, 26.5e9, 26.5e9},
+	}
+	for _, tc := range cases {
+		mode := tc.mode
 		top, _ := topo.Preset("clos-2p")
 		top.Mode = mode
 		top.Host = topo.LinkSpec{CapacityBps: 25e9, Buffer: 1 << 20}
@@ -293,6 +304,7 @@ func TestNICConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.NICPacingBps = tc.nicPacing
 		files, err := p.Files(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -316,7 +328,7 @@ func TestNICConfig(t *testing.T) {
 				hp := h.Ports[i]
 				if port.Interface != hp.Ifname || port.Plane != hp.Plane || port.MAC.String() != hp.MAC ||
 					port.NeighborMAC.String() != hp.GatewayMAC || port.Address != hp.Addr.Addr() ||
-					port.Locator != hp.Locator || port.PacingBps != 25e9 {
+					port.Locator != hp.Locator || port.PacingBps != tc.pacing {
 					t.Errorf("%s port %d: %+v, want %+v", f.Path, i, port, hp)
 				}
 			}

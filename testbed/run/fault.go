@@ -19,7 +19,7 @@ import (
 
 // Op is a parsed fault operation.
 type Op struct {
-	Kind string // down | up | blackhole | loss | flap | hang | clear
+	Kind string // down | up | blackhole | loss | flap | hang | restart | clear
 	// Loss is the drop probability (0..1] for Kind loss.
 	Loss float64
 	// FlapOn and FlapOff are the up and down phases for Kind flap.
@@ -37,13 +37,13 @@ func (o Op) String() string {
 }
 
 // OpsHelp lists the fault operations.
-const OpsHelp = "down | up | blackhole | loss=P (0<P<=1, or N%) | flap=ON/OFF (durations, e.g. 50ms/50ms) | hang (switch) | clear"
+const OpsHelp = "down | up | blackhole | loss=P (0<P<=1, or N%) | flap=ON/OFF (durations, e.g. 50ms/50ms) | hang (switch) | restart (switch: SIGKILL mrc-switchd, start it again) | clear"
 
 // ParseOp parses a fault operation.
 func ParseOp(s string) (Op, error) {
 	k, v, hasV := strings.Cut(s, "=")
 	switch {
-	case !hasV && (k == "down" || k == "up" || k == "blackhole" || k == "hang" || k == "clear"):
+	case !hasV && (k == "down" || k == "up" || k == "blackhole" || k == "hang" || k == "restart" || k == "clear"):
 		return Op{Kind: k}, nil
 	case hasV && k == "loss":
 		pct := strings.HasSuffix(v, "%")
@@ -210,6 +210,12 @@ func applyFault(ctx context.Context, p *plan.Plan, st *State, target string, op 
 		return err
 	}
 	switch {
+	case op.Kind == "restart":
+		if sw == nil || p.Dataplane != topo.DataplaneXDP {
+			return fmt.Errorf("fault %s restart: restart applies to a switch run by mrc-switchd (xdp dataplane), not a link, port or kernel switch", target)
+		}
+		// Not a lasting fault: nothing to record in the state's faults.
+		return restartSwitchd(ctx, p, st, sw, o)
 	case sw != nil && p.Dataplane == topo.DataplaneXDP:
 		// mrc-switchd's "switch" target covers every port, and hang.
 		if err := o.Switchd.SwitchFault(ctx, sw, op); err != nil {
@@ -305,8 +311,11 @@ func restoreKernelRoutes(p *plan.Plan, ends []end) error {
 // ValidateFault checks a target and op against a plan without applying it.
 func ValidateFault(p *plan.Plan, target string, op Op) error {
 	_, sw, err := resolve(p, target)
-	if err == nil && op.Kind == "hang" && sw == nil {
-		err = fmt.Errorf("fault %s hang: hang applies to a switch", target)
+	if err == nil && (op.Kind == "hang" || op.Kind == "restart") && sw == nil {
+		err = fmt.Errorf("fault %s %s: %s applies to a switch", target, op.Kind, op.Kind)
+	}
+	if err == nil && op.Kind == "restart" && p.Dataplane != topo.DataplaneXDP {
+		err = fmt.Errorf("fault %s restart: needs the xdp dataplane (a kernel switch has no daemon to restart)", target)
 	}
 	return err
 }
@@ -353,4 +362,49 @@ func linkOf(p *plan.Plan, target string) string {
 		}
 	}
 	return "the link"
+}
+
+// restartSwitchd is the "reboot" of a switch with no coordination: it
+// SIGKILLs the switch's mrc-switchd (no clean shutdown, as a crash) and starts
+// it again exactly as Up does, then waits until it answers. The XDP program
+// and its maps stay pinned in bpffs while no daemon runs, so forwarding
+// continues, and the new daemon adopts them (docs/switchd.md), faults
+// included: a hang survives a restart until it is cleared.
+func restartSwitchd(ctx context.Context, p *plan.Plan, st *State, sw *plan.Switch, o Options) error {
+	bin := FindBin(o.BinDir, "mrc-switchd")
+	if bin == "" {
+		return ErrNoSwitchd
+	}
+	idx := -1
+	for i, pr := range st.Processes {
+		if pr.Role == "mrc-switchd" && pr.Name == sw.Name {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("restart %s: the run's state records no mrc-switchd for it (was the testbed brought up by this version?)", sw.Name)
+	}
+	old := st.Processes[idx]
+	if old.Alive() {
+		if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("restart %s: kill mrc-switchd pid %d: %w", sw.Name, old.PID, err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for old.Alive() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("restart %s: mrc-switchd pid %d still alive 5 s after SIGKILL", sw.Name, old.PID)
+			}
+			time.Sleep(5 * time.Millisecond) // no event for another process's exit
+		}
+	}
+	os.Remove(sw.CtlSock)
+	pr, err := Launch(sw.NS, sw.Name, "mrc-switchd", bin, SwitchdArgs(sw), sw.Log)
+	if err != nil {
+		return fmt.Errorf("restart %s: %w", sw.Name, err)
+	}
+	st.Processes[idx] = *pr
+	o.Log.Info("restarted mrc-switchd", "switch", sw.Name, "old_pid", old.PID, "pid", pr.PID)
+	cctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	return waitReady(cctx, pr, func(ctx context.Context) error { return o.Switchd.Ready(ctx, sw) })
 }

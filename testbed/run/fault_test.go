@@ -15,6 +15,7 @@ func TestParseOp(t *testing.T) {
 		{"up", Op{Kind: "up"}, true},
 		{"blackhole", Op{Kind: "blackhole"}, true},
 		{"hang", Op{Kind: "hang"}, true},
+		{"restart", Op{Kind: "restart"}, true},
 		{"clear", Op{Kind: "clear"}, true},
 		{"loss=0.01", Op{Kind: "loss", Loss: 0.01}, true},
 		{"loss=1%", Op{Kind: "loss", Loss: 0.01}, true},

@@ -265,6 +265,74 @@ func TestFlap(t *testing.T) {
 	meshCheck(t, r.pr, paths, none)
 }
 
+// TestRestart: the restart op SIGKILLs a switch's mrc-switchd and starts it
+// again (S10's "reboot with no coordination"). The new daemon adopts the
+// pinned program and maps: every path forwards after it, and a hang applied
+// before the restart is still in force (it lives in the pinned faults map)
+// until cleared. A NIC port or link cannot be restarted.
+func TestRestart(t *testing.T) {
+	r := upRun(t, "clos-2p", topo.ModeSRv6, topo.DataplaneXDP)
+	paths, _ := probe.Paths(r.p)
+	ctx, o := context.Background(), Options{BinDir: r.bin, Log: quietLog()}
+	sw := "p1-t1-0"
+	pidOf := func() int {
+		st, err := LoadState(r.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pr := range st.Processes {
+			if pr.Role == "mrc-switchd" && pr.Name == sw {
+				return pr.PID
+			}
+		}
+		t.Fatalf("no mrc-switchd recorded for %s", sw)
+		return 0
+	}
+	hung := func(pa probe.Path) bool { return pa.Plane == 1 && pa.T1 == 0 }
+	for _, tc := range []struct {
+		name   string
+		before string // op applied before the restart ("" none)
+		lost   func(probe.Path) bool
+	}{
+		{"plain", "", none},
+		{"hang survives", "hang", hung},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			if tc.before != "" {
+				op, _ := ParseOp(tc.before)
+				if err := Fault(ctx, r.dir, sw, op, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old := pidOf()
+			if err := Fault(ctx, r.dir, sw, Op{Kind: "restart"}, o); err != nil {
+				t.Fatal(err)
+			}
+			if now := pidOf(); now == old || syscall.Kill(old, 0) == nil {
+				t.Errorf("mrc-switchd of %s: pid %d before, %d after; the old one must be gone", sw, old, now)
+			}
+			st, err := GetStatus(r.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Healthy {
+				t.Errorf("status after restart: not healthy: %+v", st.Processes)
+			}
+			if hang := len(st.Live) == 1 && st.Live[0].Node == sw && st.Live[0].State == "hang"; hang != (tc.before == "hang") {
+				t.Errorf("the restarted daemon reports %+v; hang before the restart: %v", st.Live, tc.before == "hang")
+			}
+			meshCheck(t, r.pr, paths, tc.lost)
+			if err := Fault(ctx, r.dir, sw, Op{Kind: "clear"}, o); err != nil {
+				t.Fatal(err)
+			}
+			meshCheck(t, r.pr, paths, none)
+		})
+	}
+	if err := Fault(ctx, r.dir, "h0:p0", Op{Kind: "restart"}, o); err == nil || !strings.Contains(err.Error(), "applies to a switch") {
+		t.Errorf("restart of a NIC port: %v, want a clear refusal", err)
+	}
+}
+
 // firstLoss sends the path's probe until one is lost; it returns when the
 // first lost one was sent, relative to the call.
 func firstLoss(t *testing.T, pr *probe.Prober, pa probe.Path, limit time.Duration) time.Duration {
@@ -320,6 +388,8 @@ func TestKernelLinkFault(t *testing.T) {
 		{"h0:p0", "loss=0.5", "NIC port takes down|up|clear"},
 		{link, "hang", "applies to a switch"},
 		{"p0-t1-0", "hang", "xdp dataplane"},
+		{link, "restart", "applies to a switch"},
+		{"p0-t1-0", "restart", "xdp dataplane"},
 		{"nope", "down", "unknown fault target"},
 		{"h0--mgmt", "down", "management network"},
 	} {

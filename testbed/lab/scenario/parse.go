@@ -36,7 +36,7 @@ func Load(path string) (*Scenario, error) {
 
 var (
 	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
-	topoFields   = []string{"preset", "file", "links"}
+	topoFields   = []string{"preset", "file", "links", "nic_pacing"}
 	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
 	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth"}
 	faultFields  = []string{"at", "target", "op"}
@@ -182,6 +182,17 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 			t.File, err = p.str(v, "topology.file")
 			if err == nil && !filepath.IsAbs(t.File) {
 				t.File = filepath.Join(filepath.Dir(p.file), t.File)
+			}
+		case "nic_pacing":
+			var r string
+			if r, err = p.str(v, "topology.nic_pacing"); err != nil {
+				return err
+			}
+			if t.NICPacingBps, err = topo.ParseRate(r); err != nil || t.NICPacingBps == 0 {
+				if err == nil {
+					err = errors.New("0 would leave the NICs unpaced")
+				}
+				return p.err(v, "topology.nic_pacing", "a rate above 0 such as 53Mbit or 53000000 (bit/s)", "%v", err)
 			}
 		case "links":
 			err = p.mapping(v, "topology.links", []string{"fabric", "host"}, func(kk string, vv *yaml.Node) error {

@@ -41,6 +41,9 @@ type Topology struct {
 	// Fabric and Host, when set (Set*), replace the topology's link models.
 	Fabric, Host       topo.LinkSpec
 	SetFabric, SetHost bool
+	// NICPacingBps, when not 0, is every NIC port's pacing_bps instead of
+	// the host link capacity (plan.Plan.NICPacingBps says why).
+	NICPacingBps uint64
 }
 
 // Flow is one mrc-write-bw client/server pair.

@@ -53,6 +53,13 @@ func TestParseGood(t *testing.T) {
 	if len(s.Expect) != 4 || !s.Expect[1].BaselineCapacity || *s.Expect[0].Tolerance != 0.05 || s.Expect[2].Level != 0.9 {
 		t.Errorf("expect %+v", s.Expect)
 	}
+	if s.Topology.NICPacingBps != 0 {
+		t.Errorf("nic_pacing %d, want 0 (the host capacity)", s.Topology.NICPacingBps)
+	}
+	paced, err := Parse("paced.yaml", []byte(strings.Replace(good, "preset: clos-2p\n", "preset: clos-2p\n  nic_pacing: 106Mbit\n", 1)))
+	if err != nil || paced.Topology.NICPacingBps != 106e6 {
+		t.Errorf("nic_pacing: %v, %v", paced.Topology, err)
+	}
 	tp, err := s.Topology.Resolve()
 	if err != nil || !tp.NICs || tp.Host.CapacityBps != 100e6 || tp.Planes != 2 {
 		t.Errorf("topology %+v, %v", tp, err)
@@ -84,6 +91,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad preset", rep("preset: clos-2p", "preset: clos-3p"), `x.yaml:4: topology.preset: unknown value "clos-3p" (allowed: pair | clos-2p | clos-4p | clos-8p)`},
 		{"no topology", rep("topology:\n  preset: clos-2p\n  links:\n    host: {capacity: 100Mbit, buffer: 256KiB}\n", ""), "x.yaml:1: topology: missing: name a preset or a topology file"},
 		{"bad capacity", rep("capacity: 100Mbit", "capacity: fast"), `x.yaml:6: topology.links.host.capacity: bad value "fast" (allowed: a rate such as`},
+		{"nic_pacing 0", rep("preset: clos-2p\n", "preset: clos-2p\n  nic_pacing: 0\n"), `x.yaml:5: topology.nic_pacing: 0 would leave the NICs unpaced (allowed: a rate above 0`},
+		{"nic_pacing not a rate", rep("preset: clos-2p\n", "preset: clos-2p\n  nic_pacing: fast\n"), `x.yaml:5: topology.nic_pacing: bad value "fast" (allowed: a rate above 0`},
 		{"capacity without buffer", rep("capacity: 100Mbit, buffer: 256KiB", "capacity: 100Mbit"), "x.yaml:3: topology: "},
 		{"no traffic", rep("traffic:\n  - {name: a, from: h0, to: h3, qps: 2, size: 32KiB, duration: 3s, verify: true}\n", ""), "x.yaml:1: traffic: missing: a scenario drives traffic"},
 		{"flow host unknown", rep("to: h3", "to: h9"), "x.yaml:8: traffic[0]: host h9 is not in the topology (allowed: h0 .. h3)"},
