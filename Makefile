@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
-.PHONY: all build deps test test-short generate check-generate bench lint demo reproduce clean help
+.PHONY: all build deps test test-short generate check-generate bench sweep lint demo reproduce clean help
 
 all: build
 
@@ -24,6 +24,7 @@ help:
 	@echo "make reproduce - run every mrc-lab scenario (testbed/scenarios) RUNS times; report in docs/results/lab/"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
+	@echo "make sweep    - the simulator's scenario tests over SEEDS seeds (default 10; docs/engine.md 'Scenarios over seeds')"
 	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
 	@echo "make clean    - remove $(BIN)/ and test leftovers"
 
@@ -55,6 +56,12 @@ check-generate: generate
 
 bench: build
 	MRC_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)
+
+# The scenario tests over more seeds than a plain `go test` runs (3): the
+# distributions docs/engine.md's sensitivity table comes from.
+SEEDS ?= 10
+sweep:
+	MRC_SEEDS=$(SEEDS) $(GO) test -count=1 -v -timeout 60m -run Scenario ./internal/fabricsim/mrcsim/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

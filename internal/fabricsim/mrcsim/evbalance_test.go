@@ -14,10 +14,22 @@ import (
 // (reusing its GOOD paths) and carry its share of the packets: fewer EVs
 // on one plane make the planes' loads unequal (the "false incast" of the
 // brief). When the T1 comes back, probes return its EVs to service.
+// Every claim on every seed.
 func TestScenarioEqualEVsPerPlane(t *testing.T) {
+	share := dist{name: "plane 0's packet share while its T1 was down"}
+	sweep(t, func(t *testing.T, seed uint64) {
+		if s, ok := equalEVsPerPlane(t, seed); ok {
+			share.add(seed, s)
+		}
+	})
+	share.eachAtLeast(t, 0.22)
+}
+
+func equalEVsPerPlane(t *testing.T, seed uint64) (share0 float64, ok bool) {
 	sc := crossT1(100)
 	sc.T1s = 2
-	f := newFabric(t, sc, 7, nil)
+	sc.Seed = seed
+	f := newFabric(t, sc, seed, nil)
 	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 48<<20, 64<<10, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -66,15 +78,13 @@ func TestScenarioEqualEVsPerPlane(t *testing.T) {
 	}
 	t.Logf("dead T1: %d EVs ASSUMED_BAD; usable rotation slots per plane %v; packet shares while the T1 was down %.3f", bad, slots, share)
 	if bad < 16 {
-		t.Fatalf("only %d EVs through the hung T1 went ASSUMED_BAD: the scenario did not exhaust the plane's reserve", bad)
+		t.Errorf("only %d EVs through the hung T1 went ASSUMED_BAD: the scenario did not exhaust the plane's reserve", bad)
+		return 0, false
 	}
 	for p := 1; p < 4; p++ {
 		if slots[p] != slots[0] {
 			t.Errorf("plane %d has %d usable rotation slots, plane 0 %d: want equal while plane 0 has a working path", p, slots[p], slots[0])
 		}
-	}
-	if share[0] < 0.22 {
-		t.Errorf("plane 0 carried %.3f of the packets while its T1 was down, want ≥ 0.22 (of 0.25)", share[0])
 	}
 	s := fl.Snapshot()
 	if got := usable(s); got[0] != got[1] {
@@ -83,4 +93,5 @@ func TestScenarioEqualEVsPerPlane(t *testing.T) {
 	if s.Counters.EVTransitions[mrc.EVAssumedBad][mrc.EVGood] == 0 {
 		t.Errorf("no EV returned from ASSUMED_BAD after the reboot: %v", s.Counters.EVTransitions)
 	}
+	return share[0], true
 }
