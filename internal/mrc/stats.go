@@ -57,9 +57,9 @@ type QPCounters struct {
 	// EV and that were not yet acknowledged at that moment (in flight, or
 	// already found lost and waiting for retransmission): what the bad
 	// path had taken when it was declared bad, the bound of S9's claim
-	// that a QP loses no more than that (docs/lab.md).
+	// that a QP loses no more than that (docs/telemetry.md).
 	InFlightAtBad uint64
-	EVTransitions        [numEVStates][numEVStates]uint64 // sum over the QP's EVs
+	EVTransitions [numEVStates][numEVStates]uint64 // sum over the QP's EVs
 }
 
 // QPSnapshot is a copy of a QP's state for tools (mrcctl) and tests.
