@@ -201,6 +201,7 @@ func (q *qp) setState(idx int32, s EVState) {
 
 	if s == EVAssumedBad {
 		q.nBad++
+		q.stats.InFlightAtBad += uint64(q.unackedOn(idx))
 		x.probeOK = 0
 		x.nextProbe = q.e.now + q.probeInterval()
 		if x.nextProbe < q.nextProbeScan || q.nBad == 1 {
@@ -494,4 +495,18 @@ func (q *qp) requeueDeadPlanes() {
 			q.markLost(psn, pk)
 		}
 	}
+}
+
+// unackedOn counts the sent, unacknowledged packets whose latest
+// transmission went on EV idx. O(window); it runs only when an EV turns
+// ASSUMED_BAD.
+func (q *qp) unackedOn(idx int32) int {
+	n := 0
+	for psn := q.sndUna; psn != q.sndNxt; psn++ {
+		pk := q.slot(psn)
+		if pk.ev == idx && pk.flags&pktSent != 0 && pk.flags&pktAcked == 0 {
+			n++
+		}
+	}
+	return n
 }

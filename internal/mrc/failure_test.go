@@ -100,6 +100,13 @@ func TestBlackholedPath(t *testing.T) {
 	}
 	t.Logf("%d EVs hit the dead link; worst detection %d ns (srtt %d); %d packets lost, %d were in flight on them at the fault",
 		len(firstSent), worst, srtt, lost, inflight)
+	// S9's bound: what the QP lost on the dead paths is no more than what
+	// was unacknowledged on them when they turned ASSUMED_BAD.
+	atBad := s.Counters.InFlightAtBad - atFault.Counters.InFlightAtBad
+	t.Logf("%d packets unacknowledged on the dead EVs when they turned ASSUMED_BAD", atBad)
+	if atBad == 0 || lost > atBad {
+		t.Errorf("InFlightAtBad grew by %d during the fault, %d packets lost on the dead EVs: want lost <= InFlightAtBad, and > 0", atBad, lost)
+	}
 
 	// Goodput while the link stays dead.
 	b0, tA := h.rxBytes(), h.now

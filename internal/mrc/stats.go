@@ -52,7 +52,14 @@ type QPCounters struct {
 	// when every posted message has completed it equals their total length.
 	// RtxBytes is the payload of retransmissions (TxBytes includes it).
 	AckedBytes, RtxBytes uint64
-	EVTransitions        [numEVStates][numEVStates]uint64 // sum over the QP's EVs
+	// InFlightAtBad sums, over every transition of one of the QP's EVs to
+	// ASSUMED_BAD, the data packets whose latest transmission was on that
+	// EV and that were not yet acknowledged at that moment (in flight, or
+	// already found lost and waiting for retransmission): what the bad
+	// path had taken when it was declared bad, the bound of S9's claim
+	// that a QP loses no more than that (docs/telemetry.md).
+	InFlightAtBad uint64
+	EVTransitions [numEVStates][numEVStates]uint64 // sum over the QP's EVs
 }
 
 // QPSnapshot is a copy of a QP's state for tools (mrcctl) and tests.

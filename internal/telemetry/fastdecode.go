@@ -14,7 +14,7 @@ var errNotFast = errors.New("not in the encoder's shape")
 var known = func() map[string]string {
 	m := map[string]string{}
 	for _, k := range []string{KeyAckedBytes, KeyTxBytes, KeyRtxBytes, KeyTxPackets, KeyRtxPackets, KeyRxBytes, KeyLosses,
-		KeyTimeouts, KeyNACKs, KeyTrims, KeyECNEchoes, KeyNoEVStalls, KeyMsgsSent, KeyCwnd, KeyInFlight, KeySRTT, KeyQPState,
+		KeyTimeouts, KeyNACKs, KeyTrims, KeyECNEchoes, KeyNoEVStalls, KeyInFlightAtBad, KeyMsgsSent, KeyCwnd, KeyInFlight, KeySRTT, KeyQPState,
 		KeyFinal, KeyRxPackets, KeyCarrier, KeyPlane, KeyDrops, KeyDropBuffer, KeyDropFault, KeyECNMarked, KeyTrimmed,
 		KeyQueueBytes, KeyFaultDown, KindQP, KindNICPort, KindSwitchPort} {
 		m[k] = k

@@ -48,24 +48,27 @@ const (
 // Value keys. Counters (cumulative) unless marked gauge.
 const (
 	// QP (sender side unless noted).
-	KeyAckedBytes = "acked_bytes"    // payload bytes acknowledged by the peer, each packet once
-	KeyTxBytes    = "tx_bytes"       // payload bytes sent, first transmissions and retransmissions (also ports)
-	KeyRtxBytes   = "rtx_bytes"      // payload bytes retransmitted
-	KeyTxPackets  = "tx_pkts"        // data packets sent (also ports: frames)
-	KeyRtxPackets = "rtx_pkts"       // data packets retransmitted
-	KeyRxBytes    = "rx_bytes"       // payload bytes received (responder; ports: frame bytes)
-	KeyLosses     = "losses"         // packets declared lost from SACK holes
-	KeyTimeouts   = "timeouts"       // per-packet ACK timeouts
-	KeyNACKs      = "nacks"          // NACKs received, any reason
-	KeyTrims      = "trims"          // NACKs TRIMMED and TRIMMED_LASTHOP received
-	KeyECNEchoes  = "ecn_echoes"     // SACKs echoing a CE mark (M = SKIP_ONCE or ALWAYS_SKIP)
-	KeyNoEVStalls = "no_ev_stalls"   // send attempts that found no usable EV
-	KeyMsgsSent   = "msgs_sent"      // messages completed (all packets acknowledged)
-	KeyCwnd       = "cwnd_bytes"     // gauge: congestion window of the QP's destination
-	KeyInFlight   = "inflight_bytes" // gauge: bytes in flight to the QP's destination
-	KeySRTT       = "srtt_ns"        // gauge: smoothed RTT
-	KeyQPState    = "state"          // gauge: 0 INIT, 1 READY, 2 ERROR
-	KeyFinal      = "final"          // 1 in a QP's last sample, sent when the QP is destroyed (absent otherwise)
+	KeyAckedBytes = "acked_bytes"  // payload bytes acknowledged by the peer, each packet once
+	KeyTxBytes    = "tx_bytes"     // payload bytes sent, first transmissions and retransmissions (also ports)
+	KeyRtxBytes   = "rtx_bytes"    // payload bytes retransmitted
+	KeyTxPackets  = "tx_pkts"      // data packets sent (also ports: frames)
+	KeyRtxPackets = "rtx_pkts"     // data packets retransmitted
+	KeyRxBytes    = "rx_bytes"     // payload bytes received (responder; ports: frame bytes)
+	KeyLosses     = "losses"       // packets declared lost from SACK holes
+	KeyTimeouts   = "timeouts"     // per-packet ACK timeouts
+	KeyNACKs      = "nacks"        // NACKs received, any reason
+	KeyTrims      = "trims"        // NACKs TRIMMED and TRIMMED_LASTHOP received
+	KeyECNEchoes  = "ecn_echoes"   // SACKs echoing a CE mark (M = SKIP_ONCE or ALWAYS_SKIP)
+	KeyNoEVStalls = "no_ev_stalls" // send attempts that found no usable EV
+	// KeyInFlightAtBad sums, over the QP's EVs' transitions to ASSUMED_BAD,
+	// the packets unacknowledged on the EV at that moment (S9's bound).
+	KeyInFlightAtBad = "inflight_at_bad"
+	KeyMsgsSent      = "msgs_sent"      // messages completed (all packets acknowledged)
+	KeyCwnd          = "cwnd_bytes"     // gauge: congestion window of the QP's destination
+	KeyInFlight      = "inflight_bytes" // gauge: bytes in flight to the QP's destination
+	KeySRTT          = "srtt_ns"        // gauge: smoothed RTT
+	KeyQPState       = "state"          // gauge: 0 INIT, 1 READY, 2 ERROR
+	KeyFinal         = "final"          // 1 in a QP's last sample, sent when the QP is destroyed (absent otherwise)
 
 	// NIC port.
 	KeyRxPackets = "rx_pkts" // frames received (also switch ports)

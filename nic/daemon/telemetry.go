@@ -87,6 +87,7 @@ type teleQP struct {
 	acked, tx, rtx, txPkts, rtxPkts uint64
 	rx, losses, timeouts, nacks     uint64
 	noEV, msgs, ecn, trims          uint64
+	inflightAtBad                   uint64
 	evs                             [wire.MaxPlanes][len(telemetry.EVStates)]uint16
 }
 
@@ -235,7 +236,7 @@ func (d *Daemon) teleFill(k *teleTick, only *wire.QPN) {
 		c := &s.Counters
 		k.qps = append(k.qps, teleQP{qpn: qpn, owner: d.qps[qpn].owner, state: s.State, srtt: s.SRTT, cwnd: s.Cwnd, inflight: s.InFlight,
 			acked: c.AckedBytes, tx: c.TxBytes, rtx: c.RtxBytes, txPkts: c.TxData, rtxPkts: c.TxRtx, rx: c.RxBytes,
-			losses: c.Losses, timeouts: c.Timeouts, nacks: c.RxNACK, noEV: c.NoEVStalls, msgs: c.MsgsSent})
+			losses: c.Losses, timeouts: c.Timeouts, nacks: c.RxNACK, noEV: c.NoEVStalls, msgs: c.MsgsSent, inflightAtBad: c.InFlightAtBad})
 		q := &k.qps[len(k.qps)-1]
 		for i := range s.EVs {
 			e := &s.EVs[i]
@@ -264,7 +265,7 @@ func (d *Daemon) teleEncoder() {
 	evKeys := make([][len(telemetry.EVStates)]string, planes)
 	qpKeys := []string{telemetry.KeyAckedBytes, telemetry.KeyTxBytes, telemetry.KeyRtxBytes, telemetry.KeyTxPackets,
 		telemetry.KeyRtxPackets, telemetry.KeyRxBytes, telemetry.KeyLosses, telemetry.KeyTimeouts, telemetry.KeyNACKs,
-		telemetry.KeyTrims, telemetry.KeyECNEchoes, telemetry.KeyNoEVStalls, telemetry.KeyMsgsSent, telemetry.KeyCwnd,
+		telemetry.KeyTrims, telemetry.KeyECNEchoes, telemetry.KeyNoEVStalls, telemetry.KeyInFlightAtBad, telemetry.KeyMsgsSent, telemetry.KeyCwnd,
 		telemetry.KeyInFlight, telemetry.KeySRTT, telemetry.KeyQPState}
 	for p := range evKeys {
 		for st, name := range telemetry.EVStates {
@@ -314,6 +315,7 @@ func (d *Daemon) teleEncoder() {
 			r.Set(telemetry.KeyTrims, float64(q.trims))
 			r.Set(telemetry.KeyECNEchoes, float64(q.ecn))
 			r.Set(telemetry.KeyNoEVStalls, float64(q.noEV))
+			r.Set(telemetry.KeyInFlightAtBad, float64(q.inflightAtBad))
 			r.Set(telemetry.KeyMsgsSent, float64(q.msgs))
 			r.Set(telemetry.KeyCwnd, float64(q.cwnd))
 			r.Set(telemetry.KeyInFlight, float64(q.inflight))

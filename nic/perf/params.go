@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/verbs"
 )
 
@@ -66,6 +68,10 @@ type Params struct {
 	// Transport of every QP; both sides must be started with the same
 	// (checked in the out-of-band exchange).
 	Transport verbs.Transport
+	// EVs, when set, pins every QP of this side to exactly these entropy
+	// values (verbs.Remote.EVs): the paths this side sends on. Not sent to
+	// the peer; each side pins its own.
+	EVs []uint32
 
 	// OnListen, when set, is called with the server's listening address
 	// (tests listen on port 0).
@@ -131,6 +137,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.BoolVar(&p.JSON, "json", false, "print results as JSON on stdout (the banner goes to stderr)")
 	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion")
 	transport := fs.String("transport", "mrc", "QP transport: mrc, or roce (the RoCEv2 RC baseline: one path per QP, go-back-N, DCQCN; docs/roce.md); both sides must use the same")
+	evs := fs.String("evs", "", "pin every QP of this side to these EVs (the paths it sends on), comma-separated: a number (0x10000000) or PLANE.T1 (1.0 = plane 1 through T1 0, several of one PLANE.T1 get distinct entropy); empty: mrc-nicd spreads its EVs over every plane and T1")
 	fs.IntVar(&p.MaxReports, "max_reports", 0, "with --run_infinitely: stop after this many reports (0: until SIGINT)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s [options]            (server)\n       %s [options] SERVER     (client)\n\n", name, name)
@@ -156,6 +163,12 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 		return nil, fmt.Errorf("%w: --transport: %v", ErrUsage, err)
 	}
 	p.Transport = tr
+	if p.EVs, err = ParseEVs(*evs); err != nil {
+		return nil, fmt.Errorf("%w: --evs: %v", ErrUsage, err)
+	}
+	if len(p.EVs) > 0 && tr != verbs.TransportMRC {
+		return nil, fmt.Errorf("%w: --evs: only the mrc transport takes an EV set (roce uses one path per QP)", ErrUsage)
+	}
 	if len(pos) == 1 {
 		p.Server = pos[0]
 	}
@@ -195,3 +208,52 @@ func (p *Params) check() error {
 }
 
 func (p *Params) dur() time.Duration { return time.Duration(p.Duration) * time.Second }
+
+// maxEVs is the largest EV set a QP takes (nic/vproto ConnectQP.EVs).
+const maxEVs = 256
+
+// ParseEVs reads --evs: comma-separated EVs, each a number (any Go integer
+// syntax: 0x10000000, 268435456) or PLANE.T1, which builds the EV of that
+// plane and T1 (docs/conventions.md bit layout) with an entropy that differs
+// between repeats of one PLANE.T1, so "1.0,1.0" is two paths through T1 0.
+// Empty gives no set (the daemon chooses).
+func ParseEVs(s string) ([]uint32, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var evs []uint32
+	seen := map[uint32]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		var ev uint32
+		if plane, t1, ok := strings.Cut(item, "."); ok {
+			pl, err := strconv.ParseUint(plane, 10, 8)
+			if err != nil || pl >= wire.MaxPlanes {
+				return nil, fmt.Errorf("%q: plane %q is not 0..%d", item, plane, wire.MaxPlanes-1)
+			}
+			t, err := strconv.ParseUint(t1, 10, 8)
+			if err != nil {
+				return nil, fmt.Errorf("%q: T1 %q is not 0..255", item, t1)
+			}
+			// The entropy is the item's position, offset so that it is
+			// never 0: distinct EVs for repeated PLANE.T1 items.
+			ev = uint32(wire.MakeEV(wire.Plane(pl), uint8(t), 0x100+uint32(len(evs))))
+		} else {
+			n, err := strconv.ParseUint(item, 0, 32)
+			if err != nil {
+				return nil, fmt.Errorf("%q: want a 32-bit number (0x10000000) or PLANE.T1 (1.0)", item)
+			}
+			ev = uint32(n)
+		}
+		if seen[ev] {
+			return nil, fmt.Errorf("%q: EV %s given twice", item, wire.EV(ev))
+		}
+		seen[ev] = true
+		evs = append(evs, ev)
+	}
+	if len(evs) > maxEVs {
+		return nil, fmt.Errorf("%d EVs: a QP takes at most %d", len(evs), maxEVs)
+	}
+	return evs, nil
+}

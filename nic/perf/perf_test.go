@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+	"github.com/softmrc/softmrc/nic/verbs"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // syncBuf is a bytes.Buffer safe for the progress goroutine.
@@ -37,7 +40,13 @@ func (s *syncBuf) String() string {
 // in-process daemons and returns the client's stdout.
 func runPair(t *testing.T, kind Kind, planes int, args ...string) (string, string, error) {
 	t.Helper()
-	pr := daemontest.Start(t, planes)
+	return runPairOn(t, daemontest.Start(t, planes), kind, args...)
+}
+
+// runPairOn is runPair over the given daemons (tests that read their
+// counters afterwards).
+func runPairOn(t *testing.T, pr *daemontest.Pair, kind Kind, args ...string) (string, string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sp, err := Parse(kind, append([]string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, args...), &syncBuf{})
@@ -284,4 +293,94 @@ func TestServerNoticesDeviceGone(t *testing.T) {
 	}
 	cancel()
 	<-cerr
+}
+
+func TestParseEVs(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []uint32
+		err  string
+	}{
+		{"", nil, ""},
+		{"0x10000000", []uint32{0x10000000}, ""},
+		{"0x10000001, 268435458", []uint32{0x10000001, 0x10000002}, ""},
+		{"1.0,1.0", []uint32{0x10000100, 0x10000101}, ""},
+		{"0.3,1.255", []uint32{0x00300100, 0x1ff00101}, ""},
+		{"16.0", nil, `plane "16" is not 0..15`},
+		{"1.256", nil, `T1 "256" is not 0..255`},
+		{"zz", nil, "want a 32-bit number"},
+		{"0x100000000", nil, "want a 32-bit number"},
+		{"7,7", nil, "given twice"},
+		{"1,", nil, "want a 32-bit number"},
+	} {
+		got, err := ParseEVs(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseEVs(%q) = %x, %v: want an error with %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("ParseEVs(%q) = %x, %v: want %x", c.in, got, err, c.want)
+		}
+	}
+	if _, err := Parse(BW, []string{"--evs", "1.0", "--transport", "roce"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "only the mrc transport") {
+		t.Errorf("--evs with roce: %v", err)
+	}
+	var help bytes.Buffer
+	Parse(BW, []string{"-h"}, &help)
+	if !strings.Contains(help.String(), "-evs") {
+		t.Errorf("--help does not list --evs:\n%s", help.String())
+	}
+}
+
+// TestWriteBWEVsPinThePlane: with --evs on plane 1 only, the client's data
+// leaves through port p1 and the QP's active EVs are exactly the pinned
+// ones; without --evs both ports carry it (the control the pin differs from).
+func TestWriteBWEVsPinThePlane(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		evs    []string
+		pinned bool
+	}{
+		{"pinned to plane 1", []string{"--evs", "1.0,1.0,1.0,1.0"}, true},
+		{"daemon's choice", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pr := daemontest.Start(t, 2)
+			d, err := verbs.Open(pr.Sock[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			txFrames := func() [2]uint64 {
+				var ports []vproto.PortStatus
+				if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlPorts}, &ports); err != nil {
+					t.Fatal(err)
+				}
+				var tx [2]uint64
+				for _, p := range ports {
+					tx[p.Plane] = p.Stats["TxFrames"]
+				}
+				return tx
+			}
+			before := txFrames()
+			const n, size = 64, 64 << 10
+			args := append([]string{"-n", fmt.Sprint(n), "-s", fmt.Sprint(size), "--verify"}, c.evs...)
+			out, errOut, err := runPairOn(t, pr, BW, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s%s", err, out, errOut)
+			}
+			after := txFrames()
+			p0, p1 := after[0]-before[0], after[1]-before[1]
+			t.Logf("frames sent: p0 %d, p1 %d", p0, p1)
+			frames := uint64(n * size / 4096)
+			switch {
+			case c.pinned && (p1 < frames || p0*10 > p1):
+				t.Errorf("p0 sent %d frames, p1 %d: want the data (>= %d frames) on p1 where every pinned EV is, p0 under a tenth of it", p0, p1, frames)
+			case !c.pinned && (p0*4 < p1 || p1*4 < p0):
+				t.Errorf("p0 sent %d frames, p1 %d: without --evs both planes should carry a fair share", p0, p1)
+			}
+		})
+	}
 }

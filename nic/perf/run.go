@@ -309,7 +309,9 @@ func (s *session) setupQPs() error {
 		if q.remote, err = parseKey(line); err != nil {
 			return err
 		}
-		if err := q.qp.Connect(q.remote.remote()); err != nil {
+		r := q.remote.remote()
+		r.EVs = s.p.EVs // nil: the daemon chooses
+		if err := q.qp.Connect(r); err != nil {
 			return err
 		}
 	}

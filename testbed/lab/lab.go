@@ -390,6 +390,9 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		if f.Verify {
 			args = append(args, "--verify")
 		}
+		if f.EVs != "" {
+			args = append(args, "--evs", f.EVs)
+		}
 		args = append(args, dst.MgmtAddr.Addr().String())
 		cli, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".client.json"))
 		if err != nil {
@@ -703,6 +706,9 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 	for _, e := range s.Expect {
 		if e.Series != "" && !slices.Contains(names, e.Series) {
 			names = append(names, e.Series)
+		}
+		if e.CapacityOf != "" && !slices.Contains(names, e.CapacityOf) {
+			names = append(names, e.CapacityOf)
 		}
 	}
 	var out []seriesSpec

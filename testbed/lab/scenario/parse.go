@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/softmrc/softmrc/nic/perf"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/run"
 	"github.com/softmrc/softmrc/testbed/topo"
@@ -38,7 +39,7 @@ var (
 	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
 	topoFields   = []string{"preset", "file", "links", "nic_pacing"}
 	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
-	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth"}
+	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs"}
 	faultFields  = []string{"at", "target", "op"}
 	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
 	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
@@ -274,6 +275,12 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			f.Verify, err = p.boolean(v, path)
 		case "tx_depth":
 			f.TxDepth, err = p.intIn(v, path, 1, 8192)
+		case "evs":
+			if f.EVs, err = p.str(v, path); err == nil {
+				if _, perr := perf.ParseEVs(f.EVs); perr != nil {
+					err = p.err(v, path, "mrc-write-bw --evs: comma-separated numbers (0x10000000) or PLANE.T1 (0.1)", "%v", perr)
+				}
+			}
 		}
 		return err
 	})
@@ -425,6 +432,10 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 				e.BaselineCapacity = true
 				return nil
 			}
+			if of, ok := strings.CutPrefix(v.Value, "capacity of "); ok && v.Kind == yaml.ScalarNode {
+				e.BaselineCapacity, e.CapacityOf = true, strings.TrimSpace(of)
+				return nil
+			}
 			e.Baseline, err = p.window(v, path)
 		case "at":
 			e.At, err = p.dur(v, path, 0, 10*time.Minute)
@@ -469,7 +480,7 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 	case e.Metric != MetricToolErrors && !setWindow:
 		return e, miss("window", "FROM..TO, e.g. 1s..2.5s")
 	case (e.Metric == MetricRatio || e.Metric == MetricDip) && !e.BaselineCapacity && e.Baseline.To == 0:
-		return e, miss("baseline", "FROM..TO (a reference window of the same series) or capacity")
+		return e, miss("baseline", "FROM..TO (a reference window of the same series), capacity, or capacity of SERIES")
 	case e.Metric == MetricRecovery && e.At < 0 && e.AfterFault == nil:
 		return e, miss("at", "the fault time recovery is measured from, e.g. 2s, or after_fault: N")
 	}
@@ -565,6 +576,11 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		if e.Series != "" {
 			if err := CheckSeries(pl, e.Series); err != nil {
 				return bad(e.Line, fmt.Sprintf("expect[%d].series", i), SeriesHelp, "%v", err)
+			}
+		}
+		if e.CapacityOf != "" {
+			if err := CheckSeries(pl, e.CapacityOf); err != nil {
+				return bad(e.Line, fmt.Sprintf("expect[%d].baseline", i), "capacity of "+SeriesHelp, "%v", err)
 			}
 		}
 	}

@@ -61,7 +61,10 @@ type Flow struct {
 	// tool waits for every posted write: its default 128 × 4 QPs × 32 KiB
 	// = 16 MiB took 1.3 s to drain at 100 Mbit/s, and runs overran -D by 2 s).
 	TxDepth int
-	Line    int
+	// EVs is mrc-write-bw --evs for the client: the EVs its QPs are
+	// pinned to ("" = the daemon's choice).
+	EVs  string
+	Line int
 }
 
 // Fault is one timeline entry.
@@ -127,6 +130,10 @@ type Expect struct {
 	// capacity instead.
 	Baseline         Window
 	BaselineCapacity bool
+	// CapacityOf, with BaselineCapacity, names the series whose emulated
+	// capacity is the divisor ("capacity of tx:p0-t0-0:u0"): a flow's
+	// goodput against the one link it shares (S6); empty: Series' own.
+	CapacityOf string
 	// At is the fault time recovery is measured from; Level the fraction
 	// of the settled level that counts as recovered.
 	At    time.Duration

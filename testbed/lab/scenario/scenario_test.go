@@ -143,3 +143,29 @@ func TestParseErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseEVsAndCapacityOf: S6's flow option evs (mrc-write-bw --evs) and
+// the baseline "capacity of SERIES".
+func TestParseEVsAndCapacityOf(t *testing.T) {
+	src := strings.Replace(good, "qps: 2,", `qps: 2, evs: "0.0,0.1",`, 1)
+	src = strings.Replace(src, "baseline: capacity, min: 0.9", "baseline: capacity of tx:p0-t0-0:u0, min: 0.9", 1)
+	s, err := Parse("x.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Traffic[0].EVs != "0.0,0.1" {
+		t.Errorf("evs %q", s.Traffic[0].EVs)
+	}
+	if e := s.Expect[1]; !e.BaselineCapacity || e.CapacityOf != "tx:p0-t0-0:u0" {
+		t.Errorf("capacity of: %+v", e)
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"bad evs", "qps: 2,", `qps: 2, evs: "0.x",`, `x.yaml:8: traffic[0].evs: "0.x": T1 "x" is not 0..255`},
+		{"capacity of unknown port", "baseline: capacity, min", "baseline: capacity of tx:p0-t0-0:u9, min", "x.yaml:23: expect[1].baseline: series \"tx:p0-t0-0:u9\": no switch port"},
+	} {
+		_, err := Parse("x.yaml", []byte(strings.Replace(good, c.from, c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -131,14 +131,18 @@ func within(e scenario.Expect, m float64) bool {
 // window, or its emulated capacity.
 func reference(e scenario.Expect, s series.Series, d Data) (float64, string, error) {
 	if e.BaselineCapacity {
-		c, err := d.Capacity(e.Series)
+		of, whose := e.Series, ""
+		if e.CapacityOf != "" {
+			of, whose = e.CapacityOf, " of "+e.CapacityOf
+		}
+		c, err := d.Capacity(of)
 		if err != nil {
 			return 0, "", err
 		}
 		if c <= 0 {
-			return 0, "", fmt.Errorf("series %s has no emulated capacity (set a link capacity in the topology)", e.Series)
+			return 0, "", fmt.Errorf("series %s has no emulated capacity (set a link capacity in the topology)", of)
 		}
-		return c, fmt.Sprintf("emulated capacity %s", human(c, s.Unit)), nil
+		return c, fmt.Sprintf("emulated capacity%s %s", whose, human(c, s.Unit)), nil
 	}
 	b, stat := s.Mean(e.Baseline.From, e.Baseline.To), "mean"
 	if e.Median {

@@ -155,3 +155,61 @@ func TestCheckNotMeasured(t *testing.T) {
 		t.Errorf("zero baseline passed: %+v", r)
 	}
 }
+
+// capFake has a capacity per series (S6 divides goodput by a shared link's).
+type capFake struct {
+	fake
+	caps map[string]float64
+}
+
+func (f capFake) Capacity(n string) (float64, error) { return f.caps[n], nil }
+
+// TestCheckECNBalancing is S6 on synthetic series: flow 2 joins flow 1's
+// EV-A at 3 s. Balanced (flow 1 moves to EV-B within 0.3 s) must PASS;
+// flow 1 staying on EV-A, which starves flow 2 to a third of the shared
+// link, must FAIL; and the divisor is the shared link's capacity, not the
+// flow's own (its host's 100 Mbit/s would make the balanced case fail).
+func TestCheckECNBalancing(t *testing.T) {
+	const link = 20e6
+	flow := func(name string, before, after float64, start, settle time.Duration) series.Series {
+		s := series.Series{Name: name, Unit: "bit/s"}
+		for at := 10 * time.Millisecond; at <= 7*time.Second; at += 10 * time.Millisecond {
+			v := before
+			switch {
+			case at > start+settle:
+				v = after
+			case at > start:
+				v = (before + after) / 2
+			}
+			s.Points = append(s.Points, series.Point{T: at, V: v})
+		}
+		return s
+	}
+	mk := func(f1After, f2After float64) capFake {
+		return capFake{fake: fake{s: map[string]series.Series{
+			"goodput:h0": flow("goodput:h0", 0.93*2*link, f1After, 3*time.Second, 300*time.Millisecond),
+			"goodput:h1": flow("goodput:h1", 0, f2After, 3*time.Second, 300*time.Millisecond),
+		}}, caps: map[string]float64{"goodput:h0": 100e6, "goodput:h1": 100e6, "tx:p0-t0-0:u0": link}}
+	}
+	balanced := mk(0.93*link, 0.93*link)
+	stuck := mk(0.93*link*1.5, 0.93*link/3)
+	w := scenario.Window{From: 4 * time.Second, To: 6800 * time.Millisecond}
+	for _, c := range []struct {
+		d      Data
+		series string
+		pass   bool
+	}{
+		{balanced, "goodput:h0", true}, {balanced, "goodput:h1", true},
+		{stuck, "goodput:h0", true}, {stuck, "goodput:h1", false},
+	} {
+		e := scenario.Expect{Claim: "≥ 45 %", Metric: scenario.MetricRatio, Series: c.series, Window: w, BaselineCapacity: true, CapacityOf: "tx:p0-t0-0:u0", Min: f(0.45)}
+		r := Check(e, c.d)
+		if r.Pass != c.pass || !strings.Contains(r.Detail, "of tx:p0-t0-0:u0") {
+			t.Errorf("%s: pass %v (%.3f, %s), want %v", c.series, r.Pass, r.Measured, r.Detail, c.pass)
+		}
+	}
+	own := scenario.Expect{Claim: "own capacity", Metric: scenario.MetricRatio, Series: "goodput:h1", Window: w, BaselineCapacity: true, Min: f(0.45)}
+	if r := Check(own, balanced); r.Pass {
+		t.Errorf("without capacity of, goodput:h1 is measured against its host's 100 Mbit/s and must fail: %.3f", r.Measured)
+	}
+}
