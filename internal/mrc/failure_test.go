@@ -315,3 +315,76 @@ func TestBlackholedGroupProbeBudget(t *testing.T) {
 	}
 	t.Logf("whole group GOOD %d ns after the link came back (probe interval %d)", h.now-tB, iv)
 }
+
+// TestLateAckKeepsGroupCondemned: the acknowledgement of a packet sent
+// through a group before the group was condemned (it crossed the link just
+// before the link died and its SACK came back late, over another path)
+// proves nothing about the path now. It resets the group's failure count,
+// but the group stays probed as one path: one probe for the whole group, not
+// one per ASSUMED_BAD EV. (On the clos-2p testbed such a late SACK turned
+// the dead link's group back to per-EV probing for the rest of the fault,
+// ~5,000 probes/s into the dead link, in about half the runs.)
+func TestLateAckKeepsGroupCondemned(t *testing.T) {
+	h := newHarness(t, hopts{seed: 52})
+	h.startTransfer(48<<20, 1<<20)
+	h.run(200*Microsecond, nil)
+	q := h.eng[0].qps[h.qp[0]]
+
+	// An unacknowledged packet in flight, and its EV's group.
+	var psn wire.PSN
+	found := false
+	for p := q.sndUna; p.Before(q.sndNxt); p = p.Add(1) {
+		if pk := q.slot(p); pk.flags&pktSent != 0 && pk.flags&pktAcked == 0 && pk.ev >= 0 {
+			psn, found = p, true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no unacknowledged packet in flight")
+	}
+	gi := q.evs[q.slot(psn).ev].grp
+	var members []int32
+	for i := range q.evs {
+		if q.evs[i].grp == gi {
+			members = append(members, int32(i))
+		}
+	}
+	if len(members) < groupFails+1 {
+		t.Fatalf("group %d has %d EVs, want more than %d", gi, len(members), groupFails)
+	}
+
+	// The group is condemned now (losses on packets sent after everything
+	// it has had acknowledged) ...
+	now := h.now
+	q.e.now = now
+	for _, idx := range members[:groupFails] {
+		q.pathFailedAt(idx, now)
+	}
+	g := &q.grps[gi]
+	if !g.dead {
+		t.Fatalf("group not condemned after %d failures", groupFails)
+	}
+	// ... then the late SACK of the earlier packet arrives.
+	var rack Time
+	if q.ackPkt(psn, &rack) == 0 {
+		t.Fatal("the in-flight packet was not newly acknowledged")
+	}
+
+	probes := 0
+	emit := func(_ wire.Plane, f []byte) {
+		var p wire.Packet
+		if (wire.Decoder{}).Decode(f, &p) != nil || p.Opcode != wire.OpProbe {
+			return
+		}
+		if i := q.evFromWire(p.EV); i >= 0 && q.evs[i].grp == gi {
+			probes++
+		}
+	}
+	at := now + 2*q.probeInterval()
+	q.e.now = at
+	q.probeBad(at, emit)
+	t.Logf("group %d (%d EVs, all ASSUMED_BAD): %d probes into it after a late acknowledgement", gi, len(members), probes)
+	if probes != 1 {
+		t.Errorf("%d probes into the condemned group after a late acknowledgement of a packet sent before it was condemned, want 1 (the group probed as one path)", probes)
+	}
+}

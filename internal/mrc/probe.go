@@ -70,7 +70,7 @@ func (q *qp) probeBad(now Time, emit func(wire.Plane, []byte)) {
 		if x.nextProbe <= now {
 			x.nextProbe = now + iv
 			g := &q.grps[x.grp]
-			condemned := g.dead && g.fails >= groupFails
+			condemned := g.dead
 			if !x.probeOut && q.planeOK(x.plane) && (!condemned || g.probeAt <= now) {
 				if pr := q.allocProbe(); pr != nil {
 					pr.ev = int32(i)

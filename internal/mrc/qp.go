@@ -148,11 +148,15 @@ type evGroup struct {
 	lastAckSent Time // latest send time of a packet acknowledged through the group
 	fails       int  // EVs failed on packets sent after lastAckSent
 
-	// A condemned group (fails >= groupFails, set dead when it got there)
-	// is probed as one path until a probe of it is answered (probeBad): its
-	// next probe goes at probeAt, and probeMiss counts the probes sent since
-	// it was condemned, which stretch the gap (groupProbeGap).
+	// A condemned group (set dead at deadAt when fails reached
+	// groupFails) is probed as one path (probeBad) until a probe of it is
+	// answered or a packet sent through it after deadAt is acknowledged: a
+	// late acknowledgement of a packet sent before the fault resets fails
+	// but proves nothing about the path now. Its next probe goes at probeAt,
+	// and probeMiss counts the probes sent since it was condemned, which
+	// stretch the gap (groupProbeGap).
 	dead      bool
+	deadAt    Time
 	probeAt   Time
 	probeMiss int
 }

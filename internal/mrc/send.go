@@ -289,6 +289,9 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 		x.c.Acked++
 		if g := &q.grps[x.grp]; pk.sentAt > g.lastAckSent {
 			g.lastAckSent, g.fails = pk.sentAt, 0
+			if g.dead && pk.sentAt > g.deadAt {
+				g.dead, g.probeMiss = false, 0 // data through it arrived after it was condemned
+			}
 		}
 	}
 	if pk.sentAt > *rack {
