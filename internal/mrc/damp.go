@@ -82,17 +82,6 @@ func (d *flapDamp) up(now Time, cfg *Config) bool {
 // holding reports whether the plane is held out of use at now.
 func (d *flapDamp) holding(now Time) bool { return now < d.until }
 
-// heldMask is the bits of the planes of ds held at now.
-func heldMask(ds *[wire.MaxPlanes]flapDamp, now Time) uint32 {
-	var m uint32
-	for p := range ds {
-		if ds[p].holding(now) {
-			m |= 1 << p
-		}
-	}
-	return m
-}
-
 // nextRelease is the earliest end of a hold of ds after now (Never: none).
 func nextRelease(ds *[wire.MaxPlanes]flapDamp, now Time) Time {
 	t := Never
