@@ -26,10 +26,8 @@ type Engine struct {
 
 	peers []*peer
 
-	localUp uint32 // bit p = local port p up
-	// localDamp holds flapping local ports out of use (damp.go).
-	localDamp [wire.MaxPlanes]flapDamp
-	portBusy  [wire.MaxPlanes]Time
+	localUp  uint32 // bit p = local port p up
+	portBusy [wire.MaxPlanes]Time
 
 	ctrl ctrlRing
 	cq   []Completion
@@ -59,10 +57,8 @@ type peer struct {
 	tidx     int       // index of its template row (AnyPeer without a template)
 	deny     *peerDeny // the engine's denylist resolved for it (nil: nothing denied)
 	remoteUp uint32
-	// remoteDamp holds the peer's flapping ports out of use (damp.go).
-	remoteDamp [wire.MaxPlanes]flapDamp
-	cc         ccState
-	srtt       Time
+	cc       ccState
+	srtt     Time
 
 	epPending bool
 	epReqID   uint16
@@ -310,7 +306,6 @@ func (e *Engine) SetPortState(now Time, port wire.Plane, up bool) {
 	if old == e.localUp {
 		return
 	}
-	e.stats.FlapHolds += dampMask(&e.localDamp, old, e.localUp, now, &e.cfg)
 	for _, p := range e.peers {
 		e.startPortStatus(p)
 	}
@@ -468,9 +463,7 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 		e.stats.PortStatusStale++
 	} else if p.Endpoint.Op == wire.EPPortStatusUpdate {
 		pr.epApplied, pr.epAppliedID = true, uint16(p.PSN)
-		old := pr.remoteUp
 		pr.remoteUp = p.Endpoint.PortStatusMask & (uint32(1)<<e.cfg.Planes - 1)
-		e.stats.FlapHolds += dampMask(&pr.remoteDamp, old, pr.remoteUp, e.now, &e.cfg)
 		for _, q := range e.qpList {
 			if q.peer == pr {
 				q.stats.PortStatusRcvd++
@@ -487,11 +480,9 @@ func (e *Engine) portRoom(port wire.Plane) bool {
 }
 
 // planeUsable reports whether EVs of plane may carry traffic to pr: the
-// port is up at both ends, held as flapping at neither (damp.go), and the
-// denylist leaves the plane to pr.
+// port is up at both ends and the denylist leaves the plane to pr.
 func (e *Engine) planeUsable(pr *peer, plane wire.Plane) bool {
-	return e.localUp&pr.remoteUp&(1<<plane) != 0 && !pr.planeDenied(plane) &&
-		!e.localDamp[plane].holding(e.now) && !pr.remoteDamp[plane].holding(e.now)
+	return e.localUp&pr.remoteUp&(1<<plane) != 0 && !pr.planeDenied(plane)
 }
 
 func ts16(now Time) uint16 { return uint16(now >> 10) }
@@ -559,13 +550,11 @@ func (e *Engine) NextDeadline() Time {
 	if e.ctrl.n > 0 {
 		return e.now
 	}
-	// The end of a flap hold (damp.go) may make data sendable again.
-	d := nextRelease(&e.localDamp, e.now)
+	d := Never
 	for _, p := range e.peers {
 		if p.epPending && p.epNext < d {
 			d = p.epNext
 		}
-		d = min(d, nextRelease(&p.remoteDamp, e.now))
 	}
 	for _, q := range e.qpList {
 		if t := q.deadline(); t < d {
