@@ -4,32 +4,6 @@
 // rank 0 prints nccl-tests' table. See docs/collectives.md.
 package main
 
-import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/softmrc/softmrc/nic/collperf"
 
-	"github.com/softmrc/softmrc/nic/collperf"
-)
-
-func main() {
-	p, err := collperf.Parse(collperf.AllToAll, os.Args[1:], os.Stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "mrc-alltoall-perf:", err)
-		os.Exit(2)
-	}
-	// SIGINT/SIGTERM end the run; the other ranks notice and stop too.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := collperf.Run(ctx, p, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "mrc-alltoall-perf: rank %d: %v\n", p.Rank, err)
-		os.Exit(1)
-	}
-}
+func main() { collperf.Main(collperf.AllToAll, "mrc-alltoall-perf") }
