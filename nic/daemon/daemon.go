@@ -116,9 +116,19 @@ type postQueue struct {
 	closed  bool
 }
 
+// counters are the run loop's. Each one's metric and help tags name it in
+// the metrics and `mrcctl counters` (metrics.go reads them): a counter
+// added here is exported without other edits.
 type counters struct {
-	loops, sleeps, wakes, rxFrames, txFrames, txBacklogFull atomic.Uint64
-	postErrors, badOwner, cqes                              atomic.Uint64
+	loops         atomic.Uint64 `metric:"loops" help:"Run-loop iterations."`
+	sleeps        atomic.Uint64 `metric:"sleeps" help:"Times the run loop slept waiting for work."`
+	wakes         atomic.Uint64 `metric:"wakes" help:"Times the run loop was woken."`
+	rxFrames      atomic.Uint64 `metric:"rx_frames" help:"Frames the run loop took from the ports."`
+	txFrames      atomic.Uint64 `metric:"tx_frames" help:"Frames the run loop handed to the ports."`
+	txBacklogFull atomic.Uint64 `metric:"tx_queue_full" help:"Posts refused because a QP's backlog was full."`
+	postErrors    atomic.Uint64 `metric:"post_errors" help:"Work requests the engine refused."`
+	badOwner      atomic.Uint64 `metric:"not_owner" help:"Requests for a QP the session does not own."`
+	cqes          atomic.Uint64 `metric:"cqes" help:"Completions delivered to sessions."`
 }
 
 // qpState is the daemon's view of one engine QP.

@@ -22,9 +22,14 @@ import (
 type oamState struct {
 	nextID  uint32
 	pending map[uint32]chan oamAnswer
-	// Counters.
-	sent, answered, echoed, unknown, bad uint64
-	pathSent, pathRecv                   uint64
+	// Counters (metrics.go exports them by their tags).
+	sent     uint64 `metric:"oam_sent" help:"uSID OAM probes sent."`
+	answered uint64 `metric:"oam_answered" help:"uSID OAM probes answered."`
+	echoed   uint64 `metric:"oam_echoed" help:"uSID OAM probes of other hosts echoed."`
+	unknown  uint64 `metric:"oam_unknown" help:"OAM answers matching no probe in flight (late or not ours)."`
+	bad      uint64 `metric:"oam_bad" help:"Malformed OAM frames."`
+	pathSent uint64 `metric:"path_probes_sent" help:"Path probes sent (path_probes)."`
+	pathRecv uint64 `metric:"path_probes_received" help:"Path probes received."`
 }
 
 type oamAnswer struct {

@@ -55,8 +55,11 @@ type teleState struct {
 	work  chan *teleTick // ticks for the encoder, in order
 	flush chan struct{}  // wakes the encoder (cap 1)
 
-	// Counters.
-	ticks, skipped, dropped, missed atomic.Uint64
+	// Counters (metrics.go exports them by their tags).
+	ticks   atomic.Uint64 `metric:"telemetry_ticks" help:"Telemetry samples sent."`
+	skipped atomic.Uint64 `metric:"telemetry_skipped" help:"Telemetry samples skipped: no free buffer, the encoder was behind."`
+	dropped atomic.Uint64 `metric:"telemetry_dropped" help:"Telemetry messages a subscriber could not take (its queue full)."`
+	missed  atomic.Uint64 `metric:"telemetry_missed" help:"Telemetry sample times passed without a sample."`
 }
 
 type teleSub struct {

@@ -75,11 +75,14 @@ type Service struct {
 	closed   bool
 	wg       sync.WaitGroup
 
-	// Counters.
-	Sessions, Overruns, BadMessages atomic.Uint64
+	// Counters. The metric and help tags name them in mrc-nicd's metrics
+	// and `mrcctl counters` (nic/daemon/metrics.go reads the tags).
+	Sessions    atomic.Uint64 `metric:"sessions" help:"Device sessions opened by applications."`
+	Overruns    atomic.Uint64 `metric:"cq_overruns" help:"Completions a session's queue could not take."`
+	BadMessages atomic.Uint64 `metric:"bad_messages" help:"Malformed messages received on the device socket."`
 	// TelemetryDropped counts telemetry messages dropped because the
 	// subscriber's queue was full.
-	TelemetryDropped atomic.Uint64
+	TelemetryDropped atomic.Uint64 `metric:"telemetry_sub_dropped" help:"Telemetry messages dropped because the subscriber's queue was full."`
 }
 
 // New returns a service over nic.
