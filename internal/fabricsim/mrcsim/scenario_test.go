@@ -106,11 +106,12 @@ func runLoss(t *testing.T, seed uint64, p float64, tr mrc.Transport, size int, l
 
 // 1% and 5% random loss on every link: data exact; MRC goodput ≥ 85% (1%)
 // and ≥ 60% (5%) of the loss-free run; the go-back-N baseline within bands
-// around the figures the README quotes (over seeds 1–10, 19–40% and
-// 3.4–5.0% of its own loss-free goodput).
+// around the figures the README quotes (over the held-out seeds 101–110,
+// 19–35% and 3.3–5.1% of its own loss-free goodput).
 //
-// Verdicts: 1% on every seed; 5% on the median, since over seeds 1–10 it
-// spans 58–63% and some seeds fall below 60% (docs/engine.md lists them).
+// Verdicts: 1% on every seed; 5% on the distribution: the median ≥ 60% and
+// every seed ≥ 50%, since over the held-out seeds 101–110 it spans 58–63%
+// with 3 of 10 below 60% (docs/engine.md "Scenarios over seeds").
 func TestScenarioRandomLoss(t *testing.T) {
 	losses := []struct {
 		p        float64
@@ -118,7 +119,7 @@ func TestScenarioRandomLoss(t *testing.T) {
 		gLo, gHi float64 // go-back-N, fraction of its loss-free, band
 	}{
 		{0.01, 0.85, 0.12, 0.50},
-		{0.05, 0.60, 0.02, 0.08},
+		{0.05, 0.60, 0.02, 0.08}, // median; floor 0.50 on each seed below
 	}
 	mrcD := make([]dist, len(losses))
 	gbnD := make([]dist, len(losses))
@@ -151,10 +152,16 @@ func TestScenarioRandomLoss(t *testing.T) {
 			mrcD[i].eachAtLeast(t, tc.want)
 		} else {
 			mrcD[i].medianAtLeast(t, tc.want)
+			mrcD[i].eachAtLeast(t, lossFloor5)
 		}
 		gbnD[i].eachWithin(t, tc.gLo, tc.gHi)
 	}
 }
+
+// lossFloor5 is what every seed must keep at 5 % loss (MRC / loss-free)
+// while the 60 % claim holds on the median: the lowest seed seen is 0.536
+// (tuning seed 1), 0.584 on the held-out seeds.
+const lossFloor5 = 0.50
 
 // every calls fn at t0, t0+step, ... up to t1.
 func every(s *fabricsim.Sim, t0, t1, step int64, fn func(now int64)) {
@@ -382,7 +389,7 @@ func receiverPortDown(t *testing.T, seed uint64) (downShare, upShare float64, ok
 
 // ECN: two flows pinned to one path while a second path is idle → SKIPs
 // move load; each flow ≥ 45% of the capacity (7:1: in the median over the
-// seeds; 3:1: on every seed).
+// seeds, and ≥ 40% on each; 3:1: on every seed).
 //
 // One plane, 2 T0 × 2 T1, 2 hosts per T0; fabric links run at half the host
 // rate, so the two T0 0 uplinks together are the bottleneck of the flows
@@ -402,11 +409,13 @@ func TestScenarioECNBalance(t *testing.T) {
 				sc.Seed = seed
 				low.add(seed, ecnBalance(t, sc, seed, slots))
 			})
-			// 7:1 is a verdict on the median: over seeds 1–10 the
-			// lower flow gets 44.5–47.3%, seeds 3 and 6 below 45%
-			// (docs/engine.md). 3:1 holds on every seed.
+			// 7:1 is a verdict on the distribution: over the held-out
+			// seeds 101–110 the lower flow gets 43.2–47.3%, 3 of 10
+			// below 45% (docs/engine.md), so the median ≥ 45% and each
+			// seed ≥ 40%. 3:1 holds on every seed.
 			if slots == 8 {
 				low.medianAtLeast(t, 0.45)
+				low.eachAtLeast(t, 0.40)
 			} else {
 				low.eachAtLeast(t, 0.45)
 			}

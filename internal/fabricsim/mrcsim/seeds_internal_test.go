@@ -62,3 +62,23 @@ func TestDistVerdicts(t *testing.T) {
 		t.Error("an empty sweep passed")
 	}
 }
+
+// The verdict seeds are disjoint from the tuning seeds (1..testSeedBase);
+// MRC_SEED_BASE=0 gives the tuning seeds, for tuning runs only.
+func TestSeedsHeldOut(t *testing.T) {
+	for _, tc := range []struct {
+		n, base string
+		want    []uint64
+	}{
+		{"", "", []uint64{101, 102, 103}},
+		{"5", "", []uint64{101, 102, 103, 104, 105}},
+		{"2", "0", []uint64{1, 2}},
+		{"1", "1000", []uint64{1001}},
+	} {
+		t.Setenv("MRC_SEEDS", tc.n)
+		t.Setenv("MRC_SEED_BASE", tc.base)
+		if got := seeds(t); !slices.Equal(got, tc.want) {
+			t.Errorf("MRC_SEEDS=%q MRC_SEED_BASE=%q: seeds %v, want %v", tc.n, tc.base, got, tc.want)
+		}
+	}
+}
