@@ -174,11 +174,11 @@ func New(cfg Config) (*Sim, error) {
 	for pi := 0; pi < P; pi++ {
 		p := wire.Plane(pi)
 		for k := 0; k < cfg.T0s; k++ {
-			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []uint16{pathtmpl.T0USID(k, p)}}
+			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []wire.USID{pathtmpl.T0USID(k, p)}}
 			s.t0[pi] = append(s.t0[pi], &node{kind: KindT0, name: fmt.Sprintf("p%d.t0.%d", pi, k), plane: p, index: k, sw: m})
 		}
 		for j := 0; j < cfg.T1s; j++ {
-			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []uint16{pathtmpl.T1USID(j, p)}}
+			m := &SwitchModel{Mode: cfg.Mode, Block: cfg.Block, USIDs: []wire.USID{pathtmpl.T1USID(j, p)}}
 			s.t1[pi] = append(s.t1[pi], &node{kind: KindT1, name: fmt.Sprintf("p%d.t1.%d", pi, j), plane: p, index: j, sw: m})
 		}
 		// T0 ports: 0..HostsPerT0-1 downlinks, then one uplink per T1.

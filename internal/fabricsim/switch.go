@@ -112,7 +112,7 @@ type Route struct {
 type SwitchModel struct {
 	Mode  Mode
 	Block wire.Addr128
-	USIDs []uint16
+	USIDs []wire.USID
 	// fib maps each prefix length in use (longest first in lens) to its routes.
 	fib    map[netip.Prefix]Route
 	lens   []int

@@ -31,7 +31,7 @@ func frameTo(t testing.TB, da wire.Addr128, hl uint8, dscp uint8, ecn uint8, op 
 func testModel() *SwitchModel {
 	// A switch with two own uNs (0x4000 and 0x4100: the kernel oracle's
 	// "same node twice" case), routes for T1 0x0100 and downlink 0xc000.
-	m := &SwitchModel{Mode: ModeSRv6, Block: DefaultBlock, USIDs: []uint16{0x4000, 0x4100}}
+	m := &SwitchModel{Mode: ModeSRv6, Block: DefaultBlock, USIDs: []wire.USID{0x4000, 0x4100}}
 	m.AddRoute(Route{Prefix: wire.F3216.Prefix(DefaultBlock, 0x0100), Port: 4, Group: -1})
 	m.AddRoute(Route{Prefix: wire.F3216.Prefix(DefaultBlock, 0xc000), Port: 0, Group: -1})
 	m.AddRoute(Route{Prefix: netip.MustParsePrefix("5f00:1:100:4300::/64"), Port: 7, Group: -1})

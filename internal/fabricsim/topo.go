@@ -181,7 +181,7 @@ func (c *Config) PathDA(p wire.Plane, src, t1, dst int) wire.Addr128 {
 }
 
 // prefix48 is block:usid::/48.
-func (c *Config) prefix48(usid uint16) netip.Prefix { return wire.F3216.Prefix(c.Block, usid) }
+func (c *Config) prefix48(usid wire.USID) netip.Prefix { return wire.F3216.Prefix(c.Block, usid) }
 
 // hostPrefix is the /64 of host h in plane p (ECMP mode routes).
 func (c *Config) hostPrefix(h int, p wire.Plane) netip.Prefix {

@@ -95,7 +95,7 @@ type Config struct {
 	// Addrs is this NIC's inner IPv6 address per plane.
 	Addrs [wire.MaxPlanes]wire.Addr128
 	// PortMAC and NextHopMAC are the Ethernet source and destination per port.
-	PortMAC, NextHopMAC [wire.MaxPlanes][6]byte
+	PortMAC, NextHopMAC [wire.MaxPlanes]wire.MAC
 	// MTU is the payload bytes per data packet: 1024, 2048 (default) or 4096.
 	MTU int
 	// UDPPort is the destination port sent (default 4791).

@@ -58,7 +58,7 @@ func TestGoldenFrames(t *testing.T) {
 		string(p.Payload) != "golden payload" || p.VA != 0x1010 || p.RKey != 0x22 || !p.Encap || !wire.CheckICRC(data, &p) {
 		t.Fatalf("golden data frame decodes to %+v (%v)", p, err)
 	}
-	if u := wire.F3216.USIDs(nil, p.OuterDst); len(u) != 4 || u[0] != 0x4000|uint16(p.EV.Plane()) {
+	if u := wire.F3216.USIDs(nil, p.OuterDst); len(u) != 4 || u[0] != 0x4000|wire.USID(p.EV.Plane()) {
 		t.Errorf("outer DA %v: uSIDs %x", p.OuterDst, u)
 	}
 }

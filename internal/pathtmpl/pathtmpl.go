@@ -51,10 +51,10 @@ type Local struct {
 
 // LocalPlane is this node's attachment to one plane.
 type LocalPlane struct {
-	Plane int      `yaml:"plane"`
-	Addr  string   `yaml:"addr"` // this NIC port's inner IPv6 address
-	T0    uint16   `yaml:"t0"`   // uSID of the local T0 in this plane
-	T1    []uint16 `yaml:"t1"`   // uSIDs of the T1s, index = EV T1 field mod T1Count
+	Plane int         `yaml:"plane"`
+	Addr  string      `yaml:"addr"` // this NIC port's inner IPv6 address
+	T0    wire.USID   `yaml:"t0"`   // uSID of the local T0 in this plane
+	T1    []wire.USID `yaml:"t1"`   // uSIDs of the T1s, index = EV T1 field mod T1Count
 }
 
 // Peer is one destination host.
@@ -68,10 +68,10 @@ type Peer struct {
 
 // PeerPlane is a peer's attachment to one plane.
 type PeerPlane struct {
-	Plane    int    `yaml:"plane"`
-	Addr     string `yaml:"addr"`     // the peer port's inner IPv6 address
-	T0       uint16 `yaml:"t0"`       // the peer's T0 uSID in this plane
-	Downlink uint16 `yaml:"downlink"` // uSID of the peer's downlink on that T0
+	Plane    int       `yaml:"plane"`
+	Addr     string    `yaml:"addr"`     // the peer port's inner IPv6 address
+	T0       wire.USID `yaml:"t0"`       // the peer's T0 uSID in this plane
+	Downlink wire.USID `yaml:"downlink"` // uSID of the peer's downlink on that T0
 }
 
 // Errors.
@@ -269,7 +269,7 @@ type Paths struct {
 	planes, nT1 int
 	t0Local     bool
 	dst         []wire.Addr128 // [plane*nT1 + t1]
-	usids       [][4]uint16    // same index, for inspection
+	usids       [][4]wire.USID // same index, for inspection
 }
 
 // Compile prepares the paths toward peer (index into Peers).
@@ -284,7 +284,7 @@ func (t *Template) Compile(peer int) (*Paths, error) {
 	}
 	p := &t.Peers[peer]
 	ps := &Paths{planes: t.Planes, nT1: t.T1Count, t0Local: p.T0Local,
-		dst: make([]wire.Addr128, t.Planes*t.T1Count), usids: make([][4]uint16, t.Planes*t.T1Count)}
+		dst: make([]wire.Addr128, t.Planes*t.T1Count), usids: make([][4]wire.USID, t.Planes*t.T1Count)}
 	for _, lp := range t.Local.Planes {
 		var pp *PeerPlane
 		for k := range p.Planes {
@@ -293,14 +293,14 @@ func (t *Template) Compile(peer int) (*Paths, error) {
 			}
 		}
 		for j := 0; j < t.T1Count; j++ {
-			var u [4]uint16
+			var u [4]wire.USID
 			var c wire.Addr128
 			var err error
 			if p.T0Local {
-				u = [4]uint16{lp.T0, pp.Downlink}
+				u = [4]wire.USID{lp.T0, pp.Downlink}
 				c, err = t.fmt.Build(t.block, u[0], u[1])
 			} else {
-				u = [4]uint16{lp.T0, lp.T1[j], pp.T0, pp.Downlink}
+				u = [4]wire.USID{lp.T0, lp.T1[j], pp.T0, pp.Downlink}
 				c, err = t.fmt.Build(t.block, u[:]...)
 			}
 			if err != nil {
@@ -325,7 +325,7 @@ func (ps *Paths) Dst(ev wire.EV) (wire.Addr128, bool) {
 }
 
 // USIDs lists the uSIDs of ev's path (2 for T0-local, 4 for cross-T1).
-func (ps *Paths) USIDs(ev wire.EV) []uint16 {
+func (ps *Paths) USIDs(ev wire.EV) []wire.USID {
 	p := int(ev.Plane())
 	if p >= ps.planes {
 		return nil

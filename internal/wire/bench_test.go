@@ -122,7 +122,7 @@ func TestZeroAllocs(t *testing.T) {
 	frame := append([]byte(nil), buf[:n]...)
 	var q Packet
 	d := Decoder{}
-	us := make([]uint16, 0, 8)
+	us := make([]USID, 0, 8)
 	ops := map[string]func(){
 		"Encode":    func() { p.Encode(buf) },
 		"Decode":    func() { d.Decode(frame, &q) },
@@ -134,7 +134,7 @@ func TestZeroAllocs(t *testing.T) {
 		},
 		"USID": func() {
 			c := F3216.Shift(sampleUSID)
-			_ = F3216.Active(c) + uint16(len(F3216.USIDs(us[:0], c)))
+			_ = F3216.Active(c) + USID(len(F3216.USIDs(us[:0], c)))
 			_ = F3216.ArgIsZero(c) && F3216.MatchesUN(c, c, 1)
 		},
 		"EV": func() { _ = EVFromWire(p.EV.SrcPort(), p.EV.FlowLabel()).Plane() },

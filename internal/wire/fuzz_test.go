@@ -129,7 +129,7 @@ func FuzzUSID(f *testing.F) {
 		if !bytes.Equal(bb[:k], b[:k]) || !bytes.Equal(bb[k:], make([]byte, 16-k)) {
 			t.Fatalf("Block(%v) = %v", c, blk)
 		}
-		if got, want := fm.Active(c), uint16(b[k])<<8|uint16(b[k+1]); got != want {
+		if got, want := fm.Active(c), USID(b[k])<<8|USID(b[k+1]); got != want {
 			t.Fatalf("Active = %#x, want %#x", got, want)
 		}
 		if got, want := fm.Shift(c), refShift(c, bits); got != want {

@@ -11,11 +11,11 @@ var be = binary.BigEndian
 // Eth is an Ethernet II header.
 type Eth []byte
 
-func (h Eth) Dst() (m [6]byte)      { copy(m[:], h[0:6]); return }
-func (h Eth) Src() (m [6]byte)      { copy(m[:], h[6:12]); return }
+func (h Eth) Dst() (m MAC)          { copy(m[:], h[0:6]); return }
+func (h Eth) Src() (m MAC)          { copy(m[:], h[6:12]); return }
 func (h Eth) EtherType() uint16     { return be.Uint16(h[12:14]) }
-func (h Eth) SetDst(m [6]byte)      { copy(h[0:6], m[:]) }
-func (h Eth) SetSrc(m [6]byte)      { copy(h[6:12], m[:]) }
+func (h Eth) SetDst(m MAC)          { copy(h[0:6], m[:]) }
+func (h Eth) SetSrc(m MAC)          { copy(h[6:12], m[:]) }
 func (h Eth) SetEtherType(t uint16) { be.PutUint16(h[12:14], t) }
 
 // IPv6 is an IPv6 fixed header.

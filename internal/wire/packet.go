@@ -60,7 +60,7 @@ type EndpointFields struct {
 // by Opcode (and Encap, HasTS). Encode writes it; Decoder.Decode fills it from
 // bytes without allocating (Payload then aliases the frame).
 type Packet struct {
-	DstMAC, SrcMAC [6]byte
+	DstMAC, SrcMAC MAC
 
 	// Encap selects SRv6 mode: an outer IPv6 header (next header 41) whose
 	// destination is the uSID container.
@@ -518,12 +518,12 @@ func (d Decoder) Decode(frame []byte, p *Packet) error {
 		p.VA, p.RKey, p.DMALen = r.VA(), r.RKey(), r.DMALen()
 		off += RETHLen
 		if op.HasImm() {
-			p.Imm = be.Uint32(frame[off:])
+			p.Imm = ImmDt(frame[off:]).Imm()
 			off += ImmDtLen
 		}
 	case op == OpAck:
-		w := be.Uint32(frame[off:])
-		p.Syndrome, p.AckMSN = uint8(w>>24), w&0xFFFFFF
+		a := AETH(frame[off:])
+		p.Syndrome, p.AckMSN = a.Syndrome(), a.MSN()
 		off += AETHLen
 	case op == OpSACK:
 		x := SETH(frame[off:])

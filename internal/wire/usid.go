@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 )
 
 // Addr128 is an IPv6 address as a comparable 128-bit value, in the spirit of
@@ -86,6 +88,48 @@ func (a Addr128) mask(n uint) Addr128 {
 // USIDBits is the width of one micro-SID (the "16" of F3216).
 const USIDBits = 16
 
+// USID is one 16-bit micro-SID (docs/conventions.md: index<<8 | plane): the
+// one uSID type of the simulator, the path templates, the testbed plan and
+// the switch config. Its text form (YAML) is 0x-prefixed hex, 0x0140, and
+// only that: a bare 0140 or a decimal 320 from an older file is refused
+// rather than guessed (decimal 1280 read as hex would name another switch).
+// It has no String method on purpose: fmt's %x would then hex-encode the
+// string; format with %04x or Hex.
+type USID uint16
+
+// Hex writes u as 0x0140.
+func (u USID) Hex() string { return fmt.Sprintf("%#04x", uint16(u)) }
+
+// MarshalText writes 0x0140.
+func (u USID) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "%#04x", uint16(u)), nil }
+
+// UnmarshalText reads 0x and 1-4 hex digits.
+func (u *USID) UnmarshalText(b []byte) error {
+	x, err := ParseUSID(string(b))
+	if err != nil {
+		return err
+	}
+	*u = x
+	return nil
+}
+
+// ParseUSID reads 0x and 1-4 hex digits (0x0140, 0x140).
+func ParseUSID(s string) (USID, error) {
+	h, ok := strings.CutPrefix(s, "0x")
+	if !ok {
+		h, ok = strings.CutPrefix(s, "0X")
+	}
+	h = strings.ReplaceAll(h, "_", "")
+	if !ok || len(h) == 0 || len(h) > 4 {
+		return 0, fmt.Errorf("uSID %q: want 1-4 hex digits such as 0x0140", s)
+	}
+	x, err := strconv.ParseUint(h, 16, 16)
+	if err != nil {
+		return 0, fmt.Errorf("uSID %q: want 1-4 hex digits such as 0x0140", s)
+	}
+	return USID(x), nil
+}
+
 // USIDFormat describes a uSID container: a locator block of BlockBits bits
 // (16, 32 or 48) followed by 16-bit uSIDs. The zero value is F3216.
 type USIDFormat struct {
@@ -119,7 +163,7 @@ func (f USIDFormat) Slots() int { return int(128-f.block()) / USIDBits }
 
 // Build makes a container from a block (its top BlockBits bits are used) and
 // up to Slots() uSIDs, the first one active.
-func (f USIDFormat) Build(block Addr128, usids ...uint16) (Addr128, error) {
+func (f USIDFormat) Build(block Addr128, usids ...USID) (Addr128, error) {
 	if err := f.Validate(); err != nil {
 		return Addr128{}, err
 	}
@@ -140,8 +184,8 @@ func (a Addr128) or(b Addr128) Addr128 { return Addr128{a.hi | b.hi, a.lo | b.lo
 func (f USIDFormat) Block(c Addr128) Addr128 { return c.mask(f.block()) }
 
 // Active returns the active (first) uSID.
-func (f USIDFormat) Active(c Addr128) uint16 {
-	return uint16(c.shr(128 - f.block() - USIDBits).lo)
+func (f USIDFormat) Active(c Addr128) USID {
+	return USID(c.shr(128 - f.block() - USIDBits).lo)
 }
 
 // ArgIsZero reports whether everything after the active uSID is zero: the
@@ -160,20 +204,20 @@ func (f USIDFormat) Shift(c Addr128) Addr128 {
 }
 
 // Prefix is the node's uN prefix (block + uSID), e.g. a /48 for F3216.
-func (f USIDFormat) Prefix(block Addr128, usid uint16) netip.Prefix {
+func (f USIDFormat) Prefix(block Addr128, usid USID) netip.Prefix {
 	c, _ := f.Build(block, usid)
 	return netip.PrefixFrom(c.Netip(), int(f.block())+USIDBits)
 }
 
 // MatchesUN reports whether c's block is block and its active uSID is usid.
-func (f USIDFormat) MatchesUN(c Addr128, block Addr128, usid uint16) bool {
+func (f USIDFormat) MatchesUN(c Addr128, block Addr128, usid USID) bool {
 	return f.Block(c) == block.mask(f.block()) && f.Active(c) == usid
 }
 
 // USIDs lists the non-zero uSIDs of the container from the active one on,
 // stopping at the first zero uSID; it appends to dst (no allocation when dst
 // has room).
-func (f USIDFormat) USIDs(dst []uint16, c Addr128) []uint16 {
+func (f USIDFormat) USIDs(dst []USID, c Addr128) []USID {
 	for i := 0; i < f.Slots(); i++ {
 		u := f.Active(c)
 		if u == 0 {

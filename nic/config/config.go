@@ -31,7 +31,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -41,6 +40,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Version is the config file format version; bump it with any field change.
@@ -182,8 +183,8 @@ type Port struct {
 	Plane int `yaml:"plane"`
 	// MAC is the port's own MAC; NeighborMAC the MAC of the T0 port (or the
 	// peer NIC) it is cabled to, the destination of every frame sent.
-	MAC         MAC `yaml:"mac"`
-	NeighborMAC MAC `yaml:"neighbor_mac"`
+	MAC         wire.MAC `yaml:"mac"`
+	NeighborMAC wire.MAC `yaml:"neighbor_mac"`
 	// Address is the port's own (inner) IPv6 address in its plane.
 	Address netip.Addr `yaml:"address"`
 	// Locator is the uSID prefix whose IPv6-in-IPv6 frames the port steers to
@@ -200,27 +201,6 @@ func (p Port) PortName() string {
 	}
 	return p.Interface
 }
-
-// MAC is an Ethernet address written as six colon-separated hex bytes.
-type MAC [6]byte
-
-// MarshalText writes aa:bb:cc:dd:ee:ff.
-func (m MAC) MarshalText() ([]byte, error) { return []byte(net.HardwareAddr(m[:]).String()), nil }
-
-// UnmarshalText reads six colon- or dash-separated hex bytes.
-func (m *MAC) UnmarshalText(b []byte) error {
-	hw, err := net.ParseMAC(string(b))
-	if err != nil || len(hw) != 6 {
-		return fmt.Errorf("MAC %q: want six hex bytes like 02:00:00:00:00:01", b)
-	}
-	copy(m[:], hw)
-	return nil
-}
-
-func (m MAC) String() string { return net.HardwareAddr(m[:]).String() }
-
-// IsZero reports whether m is 00:00:00:00:00:00.
-func (m MAC) IsZero() bool { return m == MAC{} }
 
 // Parse reads a config from YAML; source names it in errors. Unknown fields
 // are errors (a typo must not silently fall back to a default). Defaults are

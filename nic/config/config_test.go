@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 const good = `version: 1
@@ -45,7 +47,7 @@ func TestParseGood(t *testing.T) {
 	if got := c.Ports[1].PortName(); got != "eth1" {
 		t.Errorf("PortName = %q, want eth1", got)
 	}
-	if c.Ports[0].MAC != (MAC{2, 0, 0, 0, 1, 0}) {
+	if c.Ports[0].MAC != (wire.MAC{2, 0, 0, 0, 1, 0}) {
 		t.Errorf("mac = %v", c.Ports[0].MAC)
 	}
 	if c.Ports[1].Locator != netip.MustParsePrefix("5f00:1:c001::/48") || c.Ports[1].PacingBps != 1e9 {

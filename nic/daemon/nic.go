@@ -670,7 +670,7 @@ func (d *Daemon) peerName(q *qpState) string {
 // pathUSIDs is ev's uSID list toward q's peer and the peer's template
 // name; nil and a reason when there is none (ecmp mode, no template, a
 // peer outside it).
-func (d *Daemon) pathUSIDs(q *qpState, ev wire.EV) ([]uint16, string, string) {
+func (d *Daemon) pathUSIDs(q *qpState, ev wire.EV) ([]wire.USID, string, string) {
 	if d.cfg.Mode == config.ModeECMP {
 		return nil, "", fmt.Sprintf("ecmp plane %d", ev.Plane())
 	}

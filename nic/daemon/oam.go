@@ -85,7 +85,7 @@ func (d *Daemon) oamTrace(req vproto.CtlRequest) ([]vproto.OAMHop, int, error) {
 
 // selfUSID is this NIC's downlink uSID on plane pl: the uSID after the
 // block in its port's locator.
-func (d *Daemon) selfUSID(pl int) (uint16, error) {
+func (d *Daemon) selfUSID(pl int) (wire.USID, error) {
 	i := d.byPlane[pl]
 	if i < 0 {
 		return 0, fmt.Errorf("no port on plane %d", pl)
@@ -94,9 +94,7 @@ func (d *Daemon) selfUSID(pl int) (uint16, error) {
 	if !loc.IsValid() {
 		return 0, fmt.Errorf("port %s has no locator", d.cfg.Ports[i].PortName())
 	}
-	b := loc.Addr().As16()
-	off := d.tmpl.BlockBits / 8
-	return uint16(b[off])<<8 | uint16(b[off+1]), nil
+	return d.tmpl.Format().Active(wire.Addr128FromNetip(loc.Addr())), nil
 }
 
 // oamProbe sends one probe (req.Hop: a loop cut at that hop; 0: an echo
@@ -147,11 +145,11 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	ev := wire.EV(req.EV)
 	pl := int(ev.Plane())
 	i := d.byPlane[pl]
-	usids := make([]uint16, len(h.Via))
+	usids := make([]wire.USID, len(h.Via))
 	for n, s := range h.Via {
 		var v uint16
 		fmt.Sscanf(s, "%04x", &v)
-		usids[n] = v
+		usids[n] = wire.USID(v)
 	}
 	dst, err := d.tmpl.Format().Build(d.tmpl.BlockAddr(), usids...)
 	if err != nil {

@@ -40,10 +40,10 @@ func (d *Daemon) initPathProbes() error {
 			return err
 		}
 		t0 := oam.SwitchName(lp.T0)
-		ts = append(ts, pathprobe.Target{Host: d.tmpl.Local.Name, Plane: lp.Plane, T0: t0, T1: -1, USIDs: []uint16{lp.T0, self}})
+		ts = append(ts, pathprobe.Target{Host: d.tmpl.Local.Name, Plane: lp.Plane, T0: t0, T1: -1, USIDs: []wire.USID{lp.T0, self}})
 		for j, u := range lp.T1 {
 			ts = append(ts, pathprobe.Target{Host: d.tmpl.Local.Name, Plane: lp.Plane, T0: t0, T1: j, T1Sw: oam.SwitchName(u),
-				USIDs: []uint16{lp.T0, u, lp.T0, self}})
+				USIDs: []wire.USID{lp.T0, u, lp.T0, self}})
 		}
 	}
 	// A probe is lost when unanswered for 10 intervals, at least 20 ms

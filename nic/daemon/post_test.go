@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/vproto"
 	"github.com/softmrc/softmrc/nic/xsk"
@@ -21,8 +22,8 @@ import (
 func TestPostQueueAllocs(t *testing.T) {
 	dir := t.TempDir()
 	cfg := &config.Config{Host: "h1", Mode: config.ModeECMP, EVs: 8, DeviceSocket: filepath.Join(dir, "h1.sock")}
-	cfg.Ports = []config.Port{{Name: "p0", Interface: "pipe0", MAC: config.MAC{2, 0, 0, 0, 1, 0},
-		NeighborMAC: config.MAC{2, 0, 0, 0, 2, 0}, Address: netip.MustParseAddr("fd00::1")}}
+	cfg.Ports = []config.Port{{Name: "p0", Interface: "pipe0", MAC: wire.MAC{2, 0, 0, 0, 1, 0},
+		NeighborMAC: wire.MAC{2, 0, 0, 0, 2, 0}, Address: netip.MustParseAddr("fd00::1")}}
 	cfg.SetDefaults()
 	a, _ := xsk.NewPipe("pa", "pb", 0)
 	d, err := New(Options{Config: cfg, Ports: []xsk.Port{a}, Logger: slog.New(slog.DiscardHandler)})

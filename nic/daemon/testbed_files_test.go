@@ -63,7 +63,7 @@ func TestTestbedFilesLoad(t *testing.T) {
 			if preset == "clos-2p" {
 				want = 4 // cross-T1: [T0, T1, T0, downlink]
 			}
-			if len(us) != want || us[len(us)-1] != uint16(last.Ports[0].Locator.Addr().As16()[4])<<8|uint16(last.Ports[0].Locator.Addr().As16()[5]) {
+			if len(us) != want || us[len(us)-1] != wire.USID(last.Ports[0].Locator.Addr().As16()[4])<<8|wire.USID(last.Ports[0].Locator.Addr().As16()[5]) {
 				t.Fatalf("path %04x, want %d uSIDs ending in %s's downlink", us, want, last.Name)
 			}
 		})

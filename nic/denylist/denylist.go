@@ -12,8 +12,8 @@
 //
 // Link names are the testbed's (testbed/plan): <host>--p<p>-t0-<k> and
 // p<p>-t0-<k>--p<p>-t1-<j>. The template knows which EV crosses which link:
-// its uSIDs follow docs/conventions.md (T0 k = 0x40+k, T1 j = 0x01+j, the
-// plane in the low byte), so the switch names are recovered from them.
+// its uSIDs follow docs/conventions.md, so the switch names are recovered
+// from them (pathtmpl.SwitchName).
 package denylist
 
 import (
@@ -159,13 +159,13 @@ func NewFabric(planes int, t *pathtmpl.Template) *Fabric {
 			continue
 		}
 		p := lp.Plane
-		myT0 := t0Name(lp.T0)
+		myT0 := switchName(lp.T0)
 		// This host's NIC–T0 link carries all of the plane.
 		add(t.Local.Name+"--"+myT0, mrc.DenyRule{Plane: p, T1: mrc.AnyT1, Peer: mrc.AnyPeer})
 		// Its T0's uplinks carry the plane's paths through that T1 to
 		// every peer under another T0 (the engine skips T0-local peers).
 		for idx, u := range lp.T1 {
-			add(myT0+"--"+t1Name(u), mrc.DenyRule{Plane: p, T1: idx, Peer: mrc.AnyPeer})
+			add(myT0+"--"+switchName(u), mrc.DenyRule{Plane: p, T1: idx, Peer: mrc.AnyPeer})
 		}
 		for pi, peer := range t.Peers {
 			for _, pp := range peer.Planes {
@@ -174,7 +174,7 @@ func NewFabric(planes int, t *pathtmpl.Template) *Fabric {
 				}
 				peerT0 := myT0
 				if !peer.T0Local {
-					peerT0 = t0Name(pp.T0)
+					peerT0 = switchName(pp.T0)
 				}
 				add(peer.Name+"--"+peerT0, mrc.DenyRule{Plane: p, T1: mrc.AnyT1, Peer: pi})
 				if peer.T0Local || pp.T0 == lp.T0 {
@@ -183,7 +183,7 @@ func NewFabric(planes int, t *pathtmpl.Template) *Fabric {
 				// The peer's T0 downlink from each T1 carries our
 				// paths to that peer through the T1.
 				for idx, u := range lp.T1 {
-					add(peerT0+"--"+t1Name(u), mrc.DenyRule{Plane: p, T1: idx, Peer: pi})
+					add(peerT0+"--"+switchName(u), mrc.DenyRule{Plane: p, T1: idx, Peer: pi})
 				}
 			}
 		}
@@ -191,10 +191,14 @@ func NewFabric(planes int, t *pathtmpl.Template) *Fabric {
 	return f
 }
 
-// t0Name and t1Name invert the uSID allocation of docs/conventions.md into
-// the testbed's switch names.
-func t0Name(u uint16) string { return fmt.Sprintf("p%d-t0-%d", u&0xff, int(u>>8)-0x40) }
-func t1Name(u uint16) string { return fmt.Sprintf("p%d-t1-%d", u&0xff, int(u>>8)-0x01) }
+// switchName is the testbed's name of the switch a T0 or T1 uSID belongs to
+// (pathtmpl.SwitchName inverts the allocation of docs/conventions.md).
+func switchName(u wire.USID) string {
+	if n, ok := pathtmpl.SwitchName(u); ok {
+		return n
+	}
+	return fmt.Sprintf("usid-%04x", u)
+}
 
 // Links lists every link name this NIC's paths cross, sorted.
 func (f *Fabric) Links() []string {

@@ -32,10 +32,10 @@ func buildPlan(t *testing.T, preset string) *plan.Plan {
 // crossed lists the testbed links a packet from host src on ev toward the
 // template's peer crosses, walking the path's uSIDs through the plan's
 // switches (independent of the names this package derives).
-func crossed(pl *plan.Plan, src string, peer string, us []uint16) []string {
-	byUSID := map[uint16]string{}
+func crossed(pl *plan.Plan, src string, peer string, us []wire.USID) []string {
+	byUSID := map[wire.USID]string{}
 	for _, s := range pl.Switches {
-		byUSID[uint16(s.USID)] = s.Name
+		byUSID[s.USID] = s.Name
 	}
 	nodes := []string{src}
 	for _, u := range us[:len(us)-1] { // the last uSID is the peer's downlink
@@ -216,8 +216,8 @@ func TestParseAndFile(t *testing.T) {
 func TestList(t *testing.T) {
 	tm := &pathtmpl.Template{Block: "5f00:1::", Planes: 2, T1Count: 2}
 	tm.Local = pathtmpl.Local{Name: "h0", Planes: []pathtmpl.LocalPlane{
-		{Plane: 0, Addr: "fd00::1", T0: pathtmpl.T0USID(0, 0), T1: []uint16{pathtmpl.T1USID(0, 0), pathtmpl.T1USID(1, 0)}},
-		{Plane: 1, Addr: "fd00:0:1::1", T0: pathtmpl.T0USID(0, 1), T1: []uint16{pathtmpl.T1USID(0, 1), pathtmpl.T1USID(1, 1)}}}}
+		{Plane: 0, Addr: "fd00::1", T0: pathtmpl.T0USID(0, 0), T1: []wire.USID{pathtmpl.T1USID(0, 0), pathtmpl.T1USID(1, 0)}},
+		{Plane: 1, Addr: "fd00:0:1::1", T0: pathtmpl.T0USID(0, 1), T1: []wire.USID{pathtmpl.T1USID(0, 1), pathtmpl.T1USID(1, 1)}}}}
 	if err := tm.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/testbed/run"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 func requireNetns(t testing.TB) {
@@ -155,8 +157,8 @@ func newTopoStart(t testing.TB, planes int, start bool) *topo {
 		c := &config.Config{Host: fmt.Sprintf("h%d", i+1), Mode: config.ModeECMP, EVs: 16,
 			DeviceSocket: filepath.Join(tp.dir, fmt.Sprintf("h%d.sock", i+1))}
 		for p := 0; p < planes; p++ {
-			mac := func(j int) config.MAC {
-				var m config.MAC
+			mac := func(j int) wire.MAC {
+				var m wire.MAC
 				_ = m.UnmarshalText([]byte(fmt.Sprintf("02:00:%s:%s:%02x:%02x", hex.EncodeToString(r[1:2]), hex.EncodeToString(r[2:3]), j+1, p)))
 				return m
 			}

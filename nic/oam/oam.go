@@ -87,7 +87,7 @@ const (
 
 // Net is the addressing of one probe frame.
 type Net struct {
-	SrcMAC, DstMAC [6]byte
+	SrcMAC, DstMAC wire.MAC
 	Src            wire.Addr128 // the sender's inner address on the plane (outer and inner source)
 	Dst            wire.Addr128 // the uSID container (outer destination)
 	Target         wire.Addr128 // inner destination: the host the probe ends at (zero: Src)
@@ -199,10 +199,10 @@ type Hop struct {
 	// Name is the testbed's switch name (p0-t0-1), or the peer host's.
 	Name string
 	// USID is the switch's uSID (for the last hop, the host's downlink).
-	USID uint16
+	USID wire.USID
 	// Via is the container that reaches this hop and comes back (Loop),
 	// or, for the last hop, the container to the peer (EchoRequest).
-	Via  []uint16
+	Via  []wire.USID
 	Kind Kind
 }
 
@@ -211,7 +211,7 @@ type Hop struct {
 // hop, then the same switches back in reverse, then self (this host's
 // downlink uSID on ev's plane). The last hop is the peer itself, reached
 // by an EchoRequest. The uSIDs must fit one container.
-func Trace(t *pathtmpl.Template, peer int, ev wire.EV, self uint16) ([]Hop, error) {
+func Trace(t *pathtmpl.Template, peer int, ev wire.EV, self wire.USID) ([]Hop, error) {
 	ps, err := t.Compile(peer)
 	if err != nil {
 		return nil, err
@@ -222,7 +222,7 @@ func Trace(t *pathtmpl.Template, peer int, ev wire.EV, self uint16) ([]Hop, erro
 	u := ps.USIDs(ev)
 	var hops []Hop
 	for k := 1; k < len(u); k++ {
-		via := append([]uint16(nil), u[:k]...)
+		via := append([]wire.USID(nil), u[:k]...)
 		for i := k - 2; i >= 0; i-- {
 			via = append(via, u[i])
 		}
@@ -232,20 +232,16 @@ func Trace(t *pathtmpl.Template, peer int, ev wire.EV, self uint16) ([]Hop, erro
 		}
 		hops = append(hops, Hop{Name: SwitchName(u[k-1]), USID: u[k-1], Via: via, Kind: Loop})
 	}
-	hops = append(hops, Hop{Name: t.Peers[peer].Name, USID: u[len(u)-1], Via: append([]uint16(nil), u...), Kind: EchoRequest})
+	hops = append(hops, Hop{Name: t.Peers[peer].Name, USID: u[len(u)-1], Via: append([]wire.USID(nil), u...), Kind: EchoRequest})
 	return hops, nil
 }
 
 // SwitchName names the switch of a uSID by the allocation of
-// docs/conventions.md: T1 j = 0x01+j, T0 k = 0x40+k, the plane in the low
-// byte (the testbed's names, p<p>-t1-<j>, p<p>-t0-<k>).
-func SwitchName(u uint16) string {
-	idx, p := int(u>>8), int(u&0xff)
-	switch {
-	case idx >= 0x01 && idx < 0x40:
-		return fmt.Sprintf("p%d-t1-%d", p, idx-0x01)
-	case idx >= 0x40 && idx < 0xc0:
-		return fmt.Sprintf("p%d-t0-%d", p, idx-0x40)
+// docs/conventions.md (pathtmpl.SwitchName: the testbed's names,
+// p<p>-t1-<j>, p<p>-t0-<k>); anything else is usid-<hex>.
+func SwitchName(u wire.USID) string {
+	if n, ok := pathtmpl.SwitchName(u); ok {
+		return n
 	}
 	return fmt.Sprintf("usid-%04x", u)
 }

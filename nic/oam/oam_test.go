@@ -68,13 +68,13 @@ func TestTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := uint16(pl.Hosts[0].Ports[1].DownlinkUSID)
+	self := pl.Hosts[0].Ports[1].DownlinkUSID
 	h3, _ := tm.PeerIndex("h3")
 	h1, _ := tm.PeerIndex("h1")
 	type hop struct {
 		name string
-		usid uint16
-		via  []uint16
+		usid wire.USID
+		via  []wire.USID
 		kind Kind
 	}
 	cases := []struct {
@@ -83,14 +83,14 @@ func TestTrace(t *testing.T) {
 		want []hop
 	}{
 		{h3, wire.MakeEV(1, 1, 9), []hop{
-			{"p1-t0-0", 0x4001, []uint16{0x4001, self}, Loop},
-			{"p1-t1-1", 0x0201, []uint16{0x4001, 0x0201, 0x4001, self}, Loop},
-			{"p1-t0-1", 0x4101, []uint16{0x4001, 0x0201, 0x4101, 0x0201, 0x4001, self}, Loop},
-			{"h3", 0xc101, []uint16{0x4001, 0x0201, 0x4101, 0xc101}, EchoRequest},
+			{"p1-t0-0", 0x4001, []wire.USID{0x4001, self}, Loop},
+			{"p1-t1-1", 0x0201, []wire.USID{0x4001, 0x0201, 0x4001, self}, Loop},
+			{"p1-t0-1", 0x4101, []wire.USID{0x4001, 0x0201, 0x4101, 0x0201, 0x4001, self}, Loop},
+			{"h3", 0xc101, []wire.USID{0x4001, 0x0201, 0x4101, 0xc101}, EchoRequest},
 		}},
 		{h1, wire.MakeEV(1, 0, 9), []hop{
-			{"p1-t0-0", 0x4001, []uint16{0x4001, self}, Loop},
-			{"h1", 0xc101, []uint16{0x4001, 0xc101}, EchoRequest},
+			{"p1-t0-0", 0x4001, []wire.USID{0x4001, self}, Loop},
+			{"h1", 0xc101, []wire.USID{0x4001, 0xc101}, EchoRequest},
 		}},
 	}
 	for _, c := range cases {
@@ -127,7 +127,7 @@ func TestTrace(t *testing.T) {
 }
 
 func TestSwitchName(t *testing.T) {
-	for u, want := range map[uint16]string{0x4000: "p0-t0-0", 0x4103: "p3-t0-1", 0x0100: "p0-t1-0", 0x0402: "p2-t1-3", 0xc000: "usid-c000"} {
+	for u, want := range map[wire.USID]string{0x4000: "p0-t0-0", 0x4103: "p3-t0-1", 0x0100: "p0-t1-0", 0x0402: "p2-t1-3", 0xc000: "usid-c000"} {
 		if got := SwitchName(u); got != want {
 			t.Errorf("SwitchName(%04x) = %s, want %s", u, got, want)
 		}

@@ -11,17 +11,19 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Target is one loop a host probes: to its T0 and back (T1 < 0), or
 // through its T0 to T1 index T1 and back.
 type Target struct {
-	Host  string   `json:"host"`
-	Plane int      `json:"plane"`
-	T0    string   `json:"t0"` // switch name, e.g. p0-t0-0
-	T1    int      `json:"t1"` // T1 index, -1 for the T0 loop
-	T1Sw  string   `json:"t1_switch,omitempty"`
-	USIDs []uint16 `json:"usids"`
+	Host  string      `json:"host"`
+	Plane int         `json:"plane"`
+	T0    string      `json:"t0"` // switch name, e.g. p0-t0-0
+	T1    int         `json:"t1"` // T1 index, -1 for the T0 loop
+	T1Sw  string      `json:"t1_switch,omitempty"`
+	USIDs []wire.USID `json:"usids"`
 }
 
 // Name is the target's short name: p0/t0 or p0/t1-1.

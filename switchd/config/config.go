@@ -10,9 +10,10 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Mode is the forwarding mode of a switch.
@@ -39,12 +40,6 @@ const (
 	RoleFabric Role = "fabric"
 )
 
-// USID is one 16-bit micro-SID (conventions.md: index<<8 | plane).
-type USID uint16
-
-// String formats u as in the YAML file, e.g. 0x0140.
-func (u USID) String() string { return fmt.Sprintf("%#04x", uint16(u)) }
-
 // Config is one switch. The YAML keys are given in the field comments; see
 // docs/switchd.md for the reference.
 type Config struct {
@@ -56,7 +51,7 @@ type Config struct {
 	Block netip.Prefix
 	// USIDs (usids) are the switch's own uN uSIDs. Each owns the prefix
 	// Block:uSID::/(LBL+16). May be empty in ECMP mode.
-	USIDs []USID
+	USIDs []wire.USID
 	// Mode (mode) is srv6 (default) or ecmp.
 	Mode Mode
 	// Ports (ports) are the switch's interfaces, in port-index order: the
@@ -85,7 +80,7 @@ type Port struct {
 	Interface string
 	// NeighbourMAC (neighbour_mac) is written as destination MAC of frames
 	// sent out of this port.
-	NeighbourMAC net.HardwareAddr
+	NeighbourMAC wire.MAC
 	// Role (role) is host or fabric.
 	Role Role
 	// Model (model) is the optional egress port model; nil means off.
@@ -162,7 +157,7 @@ func (c Config) WithDefaults() Config {
 func (c *Config) BlockLen() int { return c.Block.Bits() }
 
 // UNPrefix is the prefix owned by uN uSID u: Block:u::/(LBL+16).
-func (c *Config) UNPrefix(u USID) netip.Prefix {
+func (c *Config) UNPrefix(u wire.USID) netip.Prefix {
 	a := c.Block.Masked().Addr().As16()
 	off := c.Block.Bits() / 8
 	if off+2 > 16 {
@@ -197,7 +192,7 @@ func (c *Config) Group(name string) (ECMPGroup, bool) {
 func (c *Config) String() string {
 	us := make([]string, len(c.USIDs))
 	for i, u := range c.USIDs {
-		us[i] = u.String()
+		us[i] = u.Hex()
 	}
 	return fmt.Sprintf("switch %s mode %s block %s usids [%s] ports %d routes %d groups %d",
 		c.Name, c.Mode, c.Block, strings.Join(us, ","), len(c.Ports), len(c.FIB), len(c.ECMPGroups))

@@ -2,13 +2,14 @@ package config
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 const good = `name: sw1
@@ -64,7 +65,7 @@ func TestDefaults(t *testing.T) {
 func TestUNPrefixBlockLengths(t *testing.T) {
 	for _, tc := range []struct {
 		block string
-		u     USID
+		u     wire.USID
 		want  string
 	}{
 		{"5f00::/16", 0x0102, "5f00:102::/32"},
@@ -73,7 +74,7 @@ func TestUNPrefixBlockLengths(t *testing.T) {
 	} {
 		c := Config{Block: netip.MustParsePrefix(tc.block)}
 		if got := c.UNPrefix(tc.u); got.String() != tc.want {
-			t.Errorf("block %s uSID %s: got %s, want %s", tc.block, tc.u, got, tc.want)
+			t.Errorf("block %s uSID %04x: got %s, want %s", tc.block, tc.u, got, tc.want)
 		}
 	}
 }
@@ -99,7 +100,8 @@ func TestParseErrors(t *testing.T) {
 		{"block ipv4", "usid_block: 5f00:1::/32", "usid_block: 10.0.0.0/16", []string{"x.yaml:2: usid_block: 10.0.0.0/16 is not an IPv6 prefix"}},
 		{"usid zero", "usids: [0x0100]", "usids: [0x0000]", []string{"x.yaml:3: usids[0]: uSID 0 is reserved"}},
 		{"usid too big", "usids: [0x0100]", "usids: [0x10000]", []string{"x.yaml:3: usids[0]: \"0x10000\" is not a 16-bit uSID"}},
-		{"usid dup", "usids: [0x0100]", "usids: [0x0100, 256]", []string{"x.yaml:3: usids[1]: uSID 0x0100 is listed twice"}},
+		{"usid dup", "usids: [0x0100]", "usids: [0x0100, 0x100]", []string{"x.yaml:3: usids[1]: uSID 0x0100 is listed twice"}},
+		{"usid decimal", "usids: [0x0100]", "usids: [0x0100, 256]", []string{"x.yaml:3: usids[1]: \"256\" is not a 16-bit uSID: want hex such as 0x0140"}},
 		{"usids missing in srv6", "usids: [0x0100]", "", []string{"x.yaml", "usids: missing: a switch in srv6 mode needs at least one own uN uSID"}},
 		{"usids not a list", "usids: [0x0100]", "usids: {a: 1}", []string{"x.yaml:3: usids: is a mapping: want a list"}},
 		{"bad mode", "", "mode: mpls", []string{"x.yaml:16: mode: \"mpls\" is not a forwarding mode: want srv6 or ecmp"}},
@@ -185,13 +187,13 @@ func sample() *Config {
 	return &Config{
 		Name:  "t1-p1-3",
 		Block: netip.MustParsePrefix("5f00:7::/32"),
-		USIDs: []USID{0x0401, 0x0501},
+		USIDs: []wire.USID{0x0401, 0x0501},
 		Mode:  ModeSRv6,
 		Ports: []Port{
-			{Name: "d0", Interface: "t1d0", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Role: RoleFabric,
+			{Name: "d0", Interface: "t1d0", NeighbourMAC: wire.MAC{2, 0, 0, 0, 0, 1}, Role: RoleFabric,
 				Model: &PortModel{CapacityBps: 25e9, ECNThreshold: 10000, TrimThreshold: 20000, Buffer: 40000}},
-			{Name: "d1", Interface: "t1d1", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Role: RoleFabric},
-			{Name: "h", Interface: "t1h", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, Role: RoleHost,
+			{Name: "d1", Interface: "t1d1", NeighbourMAC: wire.MAC{2, 0, 0, 0, 0, 2}, Role: RoleFabric},
+			{Name: "h", Interface: "t1h", NeighbourMAC: wire.MAC{2, 0, 0, 0, 0, 3}, Role: RoleHost,
 				Model: &PortModel{CapacityBps: 1e9, ECNThreshold: 10000, Buffer: 40000, HostECN: true}},
 		},
 		FIB: []Route{

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Load reads and validates the config file at path. Errors name the file,
@@ -203,11 +204,11 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		for i, it := range d.sequence(v, "usids", "uSIDs such as 0x0140") {
 			f := fmt.Sprintf("usids[%d]", i)
 			if s, ok := d.scalar(it, f, "a uSID such as 0x0140"); ok {
-				u, err := strconv.ParseUint(strings.ReplaceAll(s, "_", ""), 0, 16)
+				u, err := wire.ParseUSID(s)
 				if err != nil {
 					d.fail(it, f, "%q is not a 16-bit uSID: want hex such as 0x0140 (0x0001..0xffff)", s)
 				}
-				c.USIDs = append(c.USIDs, USID(u))
+				c.USIDs = append(c.USIDs, u)
 			}
 		}
 	}
@@ -266,8 +267,8 @@ func (d *decoder) port(n *yaml.Node, f string) Port {
 	}
 	if v := m["neighbour_mac"]; v != nil {
 		if s, ok := d.scalar(v, f+".neighbour_mac", "a MAC address such as 02:00:00:00:00:01"); ok {
-			mac, err := net.ParseMAC(s)
-			if err != nil || len(mac) != 6 {
+			mac, err := wire.ParseMAC(s)
+			if err != nil {
 				d.fail(v, f+".neighbour_mac", "%q is not an Ethernet MAC address: want six hex bytes such as 02:00:00:00:00:01", s)
 			} else {
 				p.NeighbourMAC = mac

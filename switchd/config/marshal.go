@@ -9,7 +9,7 @@ import (
 )
 
 // The YAML file format. Kept separate from Config so that Config can use
-// typed Go values (netip, net.HardwareAddr) and the file can use the
+// typed Go values (netip, wire.MAC, wire.USID) and the file can use the
 // spelling people write (0x0140, 02:00:..., 10G).
 type yamlConfig struct {
 	Name       string      `yaml:"name"`
@@ -65,7 +65,7 @@ func Marshal(c *Config) ([]byte, error) {
 		y.Block = c.Block.String()
 	}
 	for _, u := range c.USIDs {
-		y.USIDs = append(y.USIDs, u.String())
+		y.USIDs = append(y.USIDs, u.Hex())
 	}
 	for _, p := range c.Ports {
 		yp := yamlPort{Name: p.Name, Interface: p.Interface, NeighbourMAC: p.NeighbourMAC.String(), Role: string(p.Role)}

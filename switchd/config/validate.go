@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Error is one problem with a config: where it is and what is allowed.
@@ -103,14 +105,14 @@ func validate(c0 *Config) []Error {
 	if c.Mode == ModeSRv6 && len(c.USIDs) == 0 {
 		bad("usids", "missing: a switch in srv6 mode needs at least one own uN uSID, e.g. [0x0140]")
 	}
-	seenU := map[USID]int{}
+	seenU := map[wire.USID]int{}
 	for i, u := range c.USIDs {
 		f := fmt.Sprintf("usids[%d]", i)
 		if u == 0 {
 			bad(f, "uSID 0 is reserved (end of container, RFC 9800): want 0x0001..0xffff")
 		}
 		if j, dup := seenU[u]; dup {
-			bad(f, "uSID %s is listed twice (also usids[%d])", u, j)
+			bad(f, "uSID %s is listed twice (also usids[%d])", u.Hex(), j)
 		}
 		seenU[u] = i
 	}
@@ -140,14 +142,10 @@ func validate(c0 *Config) []Error {
 			ifIdx[p.Interface] = i
 		}
 		switch {
-		case len(p.NeighbourMAC) == 0:
-			bad(f+".neighbour_mac", "missing: give the MAC address of the device at the far end, e.g. 02:00:00:00:00:01")
-		case len(p.NeighbourMAC) != 6:
-			bad(f+".neighbour_mac", "%s is not a 6-byte Ethernet MAC address", p.NeighbourMAC)
-		case p.NeighbourMAC[0]&1 != 0:
+		case p.NeighbourMAC.IsZero():
+			bad(f+".neighbour_mac", "missing (or 00:00:00:00:00:00): give the MAC address of the device at the far end, e.g. 02:00:00:00:00:01")
+		case p.NeighbourMAC.IsMulticast():
 			bad(f+".neighbour_mac", "%s is a multicast address: want the unicast MAC of the neighbour", p.NeighbourMAC)
-		case isZero(p.NeighbourMAC):
-			bad(f+".neighbour_mac", "00:00:00:00:00:00 is not a usable MAC address")
 		}
 		switch p.Role {
 		case RoleHost, RoleFabric:
@@ -269,15 +267,6 @@ func validate(c0 *Config) []Error {
 		}
 	}
 	return errs
-}
-
-func isZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func names(ps []Port) string {

@@ -314,7 +314,7 @@ func (d *Daemon) program(faults map[int]dataplane.Fault) error {
 	for i, p := range c.Ports {
 		dp := dataplane.Port{
 			Ifindex:  d.ports[i].Index,
-			NeighMAC: p.NeighbourMAC,
+			NeighMAC: p.NeighbourMAC.HardwareAddr(), // the BPF map edge
 			OwnMAC:   d.ports[i].MAC,
 			Role:     dpRole(p.Role),
 		}

@@ -18,6 +18,8 @@ import (
 	"github.com/softmrc/softmrc/switchd/config"
 	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/switchd/dataplane"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 func testConfig(t testing.TB) *config.Config {
@@ -25,12 +27,12 @@ func testConfig(t testing.TB) *config.Config {
 	return &config.Config{
 		Name:  "tsw",
 		Block: netip.MustParsePrefix("5f00:1::/32"),
-		USIDs: []config.USID{0x4000},
+		USIDs: []wire.USID{0x4000},
 		Ports: []config.Port{
-			{Name: "h0", Interface: "eth-h0", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 1, 0}, Role: config.RoleHost},
-			{Name: "u0", Interface: "eth-u0", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 2, 0}, Role: config.RoleFabric,
+			{Name: "h0", Interface: "eth-h0", NeighbourMAC: wire.MAC{2, 0, 0, 0, 1, 0}, Role: config.RoleHost},
+			{Name: "u0", Interface: "eth-u0", NeighbourMAC: wire.MAC{2, 0, 0, 0, 2, 0}, Role: config.RoleFabric,
 				Model: &config.PortModel{CapacityBps: 1e9, ECNThreshold: 1000, TrimThreshold: 2000, Buffer: 4000}},
-			{Name: "u1", Interface: "eth-u1", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 2, 1}, Role: config.RoleFabric},
+			{Name: "u1", Interface: "eth-u1", NeighbourMAC: wire.MAC{2, 0, 0, 0, 2, 1}, Role: config.RoleFabric},
 		},
 		FIB: []config.Route{
 			{Prefix: netip.MustParsePrefix("5f00:1:c000::/48"), Port: "h0"},
@@ -736,7 +738,7 @@ func TestPassLinksCleanedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg4 := *cfg
-	cfg4.Ports = append(append([]config.Port(nil), cfg.Ports...), config.Port{Name: "p0", Interface: "peer-h0", NeighbourMAC: net.HardwareAddr{2, 0, 0, 0, 3, 0}, Role: config.RoleFabric})
+	cfg4.Ports = append(append([]config.Port(nil), cfg.Ports...), config.Port{Name: "p0", Interface: "peer-h0", NeighbourMAC: wire.MAC{2, 0, 0, 0, 3, 0}, Role: config.RoleFabric})
 	h.start(&cfg4)
 	h.pins.mu.Lock()
 	defer h.pins.mu.Unlock()

@@ -20,6 +20,8 @@ import (
 
 	"github.com/softmrc/softmrc/switchd/config"
 	"github.com/softmrc/softmrc/switchd/ctl"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 var (
@@ -244,12 +246,12 @@ func newFabric(t *testing.T) *fabric {
 	f.macA3, f.macA3p = mac(t, f.T0ns, f.a3), mac(t, f.T0ns, f.a3p)
 
 	t0 := &config.Config{
-		Name: "t0", Block: block, USIDs: []config.USID{0x4000}, Mode: config.ModeSRv6,
+		Name: "t0", Block: block, USIDs: []wire.USID{0x4000}, Mode: config.ModeSRv6,
 		Ports: []config.Port{
-			{Name: "h0", Interface: f.a0, NeighbourMAC: f.macS0, Role: config.RoleHost},
-			{Name: "up0", Interface: a1, NeighbourMAC: macB0, Role: config.RoleFabric},
-			{Name: "h1", Interface: f.a2, NeighbourMAC: f.macR0, Role: config.RoleHost},
-			{Name: "h2", Interface: f.a3, NeighbourMAC: f.macA3p, Role: config.RoleHost},
+			{Name: "h0", Interface: f.a0, NeighbourMAC: wire.MAC(f.macS0), Role: config.RoleHost},
+			{Name: "up0", Interface: a1, NeighbourMAC: wire.MAC(macB0), Role: config.RoleFabric},
+			{Name: "h1", Interface: f.a2, NeighbourMAC: wire.MAC(f.macR0), Role: config.RoleHost},
+			{Name: "h2", Interface: f.a3, NeighbourMAC: wire.MAC(f.macA3p), Role: config.RoleHost},
 		},
 		FIB: []config.Route{
 			{Prefix: netip.MustParsePrefix("5f00:1:100::/48"), Port: "up0"},
@@ -259,8 +261,8 @@ func newFabric(t *testing.T) *fabric {
 		},
 	}
 	t1 := &config.Config{
-		Name: "t1", Block: block, USIDs: []config.USID{0x0100}, Mode: config.ModeSRv6,
-		Ports: []config.Port{{Name: "d0", Interface: b0, NeighbourMAC: macA1, Role: config.RoleFabric}},
+		Name: "t1", Block: block, USIDs: []wire.USID{0x0100}, Mode: config.ModeSRv6,
+		Ports: []config.Port{{Name: "d0", Interface: b0, NeighbourMAC: wire.MAC(macA1), Role: config.RoleFabric}},
 		FIB:   []config.Route{{Prefix: netip.MustParsePrefix("5f00:1:4000::/48"), Port: "d0"}},
 	}
 	f.T0 = tp.newSwitch(bin, f.T0ns, t0)
@@ -647,8 +649,8 @@ func TestRestartAfterNamespaceRebuilt(t *testing.T) {
 	x, y := tp.ns("x"), tp.ns("y")
 	x0, y0 := tp.veth(x, "x0", y, "y0")
 	cfg := &config.Config{
-		Name: "x", Block: block, USIDs: []config.USID{0x4000},
-		Ports: []config.Port{{Name: "p0", Interface: x0, NeighbourMAC: mac(t, y, y0), Role: config.RoleHost}},
+		Name: "x", Block: block, USIDs: []wire.USID{0x4000},
+		Ports: []config.Port{{Name: "p0", Interface: x0, NeighbourMAC: wire.MAC(mac(t, y, y0)), Role: config.RoleHost}},
 		FIB:   []config.Route{{Prefix: netip.MustParsePrefix("5f00:1:c000::/48"), Port: "p0"}},
 	}
 	sw := tp.newSwitch(bin, x, cfg)
@@ -666,7 +668,7 @@ func TestRestartAfterNamespaceRebuilt(t *testing.T) {
 	run(t, "ip", "-n", x, "link", "set", x0, "up")
 	run(t, "ip", "-n", y, "link", "set", y0, "up")
 	run(t, "ip", "netns", "exec", y, "ethtool", "-K", y0, "gro", "on")
-	sw.cfg.Ports[0].NeighbourMAC = mac(t, y, y0)
+	sw.cfg.Ports[0].NeighbourMAC = wire.MAC(mac(t, y, y0))
 	if err := config.Write(sw.cfgPath, sw.cfg); err != nil {
 		t.Fatal(err)
 	}

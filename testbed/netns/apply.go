@@ -13,6 +13,8 @@ import (
 
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/topo"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // ErrNoNetem reports that a link delay was asked for on a kernel without
@@ -151,8 +153,7 @@ func createVeths(p *plan.Plan) error {
 		fds[ns] = int(h)
 	}
 	for _, l := range p.Links {
-		ma, _ := net.ParseMAC(l.A.MAC)
-		mb, _ := net.ParseMAC(l.B.MAC)
+		ma, mb := l.A.MAC.HardwareAddr(), l.B.MAC.HardwareAddr()
 		v := &netlink.Veth{
 			LinkAttrs: netlink.LinkAttrs{Name: l.A.Ifname, MTU: p.MTU, HardwareAddr: ma, Namespace: netlink.NsFd(fds[l.A.NS])},
 			PeerName:  l.B.Ifname, PeerHardwareAddr: mb, PeerMTU: uint32(p.MTU), PeerNamespace: netlink.NsFd(fds[l.B.NS]),
@@ -165,7 +166,7 @@ func createVeths(p *plan.Plan) error {
 }
 
 func mgmtBridge(h *netlink.Handle, p *plan.Plan) error {
-	mac, _ := net.ParseMAC(p.Mgmt.MAC)
+	mac := p.Mgmt.MAC.HardwareAddr()
 	off := false
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: p.Mgmt.Bridge, HardwareAddr: mac, MTU: 1500}, MulticastSnooping: &off}
 	if err := h.LinkAdd(br); err != nil {
@@ -216,12 +217,12 @@ func addAddr(h *netlink.Handle, ifname string, a netip.Prefix) error {
 	return nil
 }
 
-func neigh(h *netlink.Handle, ifname string, ip netip.Addr, mac string) error {
+func neigh(h *netlink.Handle, ifname string, ip netip.Addr, mac wire.MAC) error {
 	lk, err := h.LinkByName(ifname)
 	if err != nil {
 		return err
 	}
-	hw, _ := net.ParseMAC(mac)
+	hw := mac.HardwareAddr()
 	n := &netlink.Neigh{LinkIndex: lk.Attrs().Index, Family: unix.AF_INET6, State: netlink.NUD_PERMANENT, IP: ip.AsSlice(), HardwareAddr: hw}
 	if err := h.NeighSet(n); err != nil {
 		return fmt.Errorf("%s: neighbour %s: %w", ifname, ip, err)

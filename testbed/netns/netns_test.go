@@ -112,7 +112,7 @@ func TestApplyPair(t *testing.T) {
 				continue
 			}
 			a := lk.Attrs()
-			if a.HardwareAddr.String() != e.MAC || a.MTU != p.MTU || a.OperState != netlink.OperUp {
+			if a.HardwareAddr.String() != e.MAC.String() || a.MTU != p.MTU || a.OperState != netlink.OperUp {
 				t.Errorf("%s/%s: mac %s mtu %d state %s; want %s %d up", e.NS, e.Ifname, a.HardwareAddr, a.MTU, a.OperState, e.MAC, p.MTU)
 			}
 			if l.Kind == plan.LinkMgmt {

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 
 	"gopkg.in/yaml.v3"
@@ -79,11 +78,10 @@ func SwitchdConfig(p *Plan, s *Switch) *config.Config {
 	c := &config.Config{Name: p.Prefix + "-" + s.Name, Block: p.Block, Mode: config.Mode(p.Mode),
 		PinDir: s.PinDir, Control: s.CtlSock}
 	if p.Mode == topo.ModeSRv6 {
-		c.USIDs = []config.USID{config.USID(s.USID)}
+		c.USIDs = []wire.USID{s.USID}
 	}
 	for _, pt := range s.Ports {
-		mac, _ := net.ParseMAC(pt.PeerMAC)
-		cp := config.Port{Name: pt.Ifname, Interface: pt.Ifname, NeighbourMAC: mac, Role: config.Role(pt.Role)}
+		cp := config.Port{Name: pt.Ifname, Interface: pt.Ifname, NeighbourMAC: pt.PeerMAC, Role: config.Role(pt.Role)}
 		if m := pt.Model; m.CapacityBps > 0 {
 			cp.Model = &config.PortModel{CapacityBps: m.CapacityBps, ECNThreshold: uint32(m.ECNThreshold),
 				TrimThreshold: uint32(m.TrimThreshold), Buffer: uint32(m.Buffer), HostECN: m.HostECN}
@@ -128,9 +126,7 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 	}
 	for _, hp := range h.Ports {
 		port := nicconfig.Port{Name: hp.Ifname, Interface: hp.Ifname, Plane: hp.Plane, Address: hp.Addr.Addr(),
-			Locator: hp.Locator, PacingBps: pacing}
-		port.MAC.UnmarshalText([]byte(hp.MAC))
-		port.NeighborMAC.UnmarshalText([]byte(hp.GatewayMAC))
+			Locator: hp.Locator, PacingBps: pacing, MAC: hp.MAC, NeighborMAC: hp.GatewayMAC}
 		c.Ports = append(c.Ports, port)
 	}
 	c.SetDefaults()
@@ -160,7 +156,7 @@ func (p *Plan) Template(h *Host) (*pathtmpl.Template, error) {
 		peer := pathtmpl.Peer{Name: o.Name, T0Local: o.T0 == h.T0}
 		for pl := 0; pl < p.Planes; pl++ {
 			peer.Planes = append(peer.Planes, pathtmpl.PeerPlane{Plane: pl, Addr: o.Ports[pl].Addr.Addr().String(),
-				T0: pathtmpl.T0USID(o.T0, wire.Plane(pl)), Downlink: uint16(o.Ports[pl].DownlinkUSID)})
+				T0: pathtmpl.T0USID(o.T0, wire.Plane(pl)), Downlink: o.Ports[pl].DownlinkUSID})
 		}
 		t.Peers = append(t.Peers, peer)
 	}

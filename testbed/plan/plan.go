@@ -19,7 +19,6 @@ package plan
 import (
 	"fmt"
 	"hash/fnv"
-	"net"
 	"net/netip"
 	"path/filepath"
 
@@ -84,7 +83,7 @@ type Plan struct {
 type Mgmt struct {
 	NS     string       `yaml:"ns"`
 	Bridge string       `yaml:"bridge"`
-	MAC    string       `yaml:"mac"`
+	MAC    wire.MAC     `yaml:"mac"`
 	Subnet netip.Prefix `yaml:"subnet"`
 }
 
@@ -96,7 +95,7 @@ type Switch struct {
 	Plane int    `yaml:"plane"`
 	Index int    `yaml:"index"`
 	// USID is the switch's uN uSID; UN its /48 (block + uSID).
-	USID    USID         `yaml:"usid"`
+	USID    wire.USID    `yaml:"usid"`
 	UN      netip.Prefix `yaml:"un"`
 	Ports   []Port       `yaml:"ports"`
 	Routes  []Route      `yaml:"routes"`
@@ -113,9 +112,9 @@ type Port struct {
 	// Role is "host" for T0 downlinks (MRC never ECN-marks there and trims
 	// to TRIMMED_LASTHOP) and "fabric" otherwise.
 	Role    string     `yaml:"role"`
-	MAC     string     `yaml:"mac"`
+	MAC     wire.MAC   `yaml:"mac"`
 	Peer    string     `yaml:"peer"` // node:ifname at the other end
-	PeerMAC string     `yaml:"peer_mac"`
+	PeerMAC wire.MAC   `yaml:"peer_mac"`
 	PeerLL  netip.Addr `yaml:"peer_ll"` // the peer's EUI-64 link-local address
 	Link    string     `yaml:"link"`
 	Model   PortModel  `yaml:"model"`
@@ -154,7 +153,7 @@ type Host struct {
 	Downlink  int          `yaml:"downlink"` // downlink index on that T0
 	Ports     []HostPort   `yaml:"ports"`
 	MgmtIf    string       `yaml:"mgmt_if"`
-	MgmtMAC   string       `yaml:"mgmt_mac"`
+	MgmtMAC   wire.MAC     `yaml:"mgmt_mac"`
 	MgmtAddr  netip.Prefix `yaml:"mgmt_addr"`
 	NICConfig string       `yaml:"nic_config"`
 	Template  string       `yaml:"template"`
@@ -165,15 +164,15 @@ type Host struct {
 type HostPort struct {
 	Plane  int          `yaml:"plane"`
 	Ifname string       `yaml:"ifname"`
-	MAC    string       `yaml:"mac"`
+	MAC    wire.MAC     `yaml:"mac"`
 	Addr   netip.Prefix `yaml:"addr"` // inner address, fd00:<run>:<plane>:<id>::1/64
 	// Locator is the /48 the port owns after its T0 shifted: block +
 	// downlink uSID.
 	Locator      netip.Prefix `yaml:"locator"`
-	DownlinkUSID USID         `yaml:"downlink_usid"`
+	DownlinkUSID wire.USID    `yaml:"downlink_usid"`
 	Switch       string       `yaml:"switch"`      // its T0
 	SwitchPort   string       `yaml:"switch_port"` // the T0 downlink
-	GatewayMAC   string       `yaml:"gateway_mac"`
+	GatewayMAC   wire.MAC     `yaml:"gateway_mac"`
 	GatewayLL    netip.Addr   `yaml:"gateway_ll"`
 	Link         string       `yaml:"link"`
 }
@@ -191,10 +190,10 @@ type Link struct {
 
 // End is one side of a veth.
 type End struct {
-	Node   string `yaml:"node"`
-	NS     string `yaml:"ns"`
-	Ifname string `yaml:"ifname"`
-	MAC    string `yaml:"mac"`
+	Node   string   `yaml:"node"`
+	NS     string   `yaml:"ns"`
+	Ifname string   `yaml:"ifname"`
+	MAC    wire.MAC `yaml:"mac"`
 }
 
 // Options are inputs besides the topology.
@@ -214,20 +213,15 @@ func RunIDFor(prefix string) uint16 {
 }
 
 // MAC returns the MAC of a node port (pathtmpl.NodeMAC: 02|kind<<2, run id,
-// node, port) in the text form the plan's files use.
-func MAC(kind string, run uint16, node uint16, port uint8) string {
+// node, port).
+func MAC(kind string, run uint16, node uint16, port uint8) wire.MAC {
 	k := map[string]pathtmpl.NodeKind{KindHost: pathtmpl.NodeHost, KindT0: pathtmpl.NodeT0, KindT1: pathtmpl.NodeT1, KindMgmt: pathtmpl.NodeMgmt}[kind]
-	m := pathtmpl.NodeMAC(k, run, node, port)
-	return net.HardwareAddr(m[:]).String()
+	return pathtmpl.NodeMAC(k, run, node, port)
 }
 
 // LinkLocal returns the EUI-64 link-local address the kernel gives an
 // interface with this MAC (RFC 4291 appendix A).
-func LinkLocal(mac string) netip.Addr {
-	hw, err := net.ParseMAC(mac)
-	if err != nil || len(hw) != 6 {
-		panic("plan: bad MAC " + mac)
-	}
+func LinkLocal(hw wire.MAC) netip.Addr {
 	var a [16]byte
 	a[0], a[1] = 0xfe, 0x80
 	a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15] = hw[0]^0x02, hw[1], hw[2], 0xff, 0xfe, hw[3], hw[4], hw[5]
@@ -258,7 +252,7 @@ func PlaneSubnet(run uint16, plane int) netip.Prefix {
 // MgmtAddr is fd00:<run>:ffff::<id>/64.
 func MgmtAddr(run uint16, id int) netip.Prefix { return addr(run, 0xffff, 0, uint16(id), 64) }
 
-func un(block netip.Prefix, u USID) netip.Prefix {
+func un(block netip.Prefix, u wire.USID) netip.Prefix {
 	a, _ := Container(block, u)
 	return netip.PrefixFrom(a, 48)
 }
@@ -299,9 +293,9 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	}
 	sw := func(role string, p, idx int) Switch {
 		name := t0Name(p, idx)
-		u := USID(pathtmpl.T0USID(idx, wire.Plane(p)))
+		u := pathtmpl.T0USID(idx, wire.Plane(p))
 		if role == KindT1 {
-			name, u = t1Name(p, idx), USID(pathtmpl.T1USID(idx, wire.Plane(p)))
+			name, u = t1Name(p, idx), pathtmpl.T1USID(idx, wire.Plane(p))
 		}
 		return Switch{
 			Name: name, NS: nsName(t2.Prefix, name), Role: role, Plane: p, Index: idx, USID: u, UN: un(t2.Block, u),
@@ -345,7 +339,7 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 		P.Namespaces = append(P.Namespaces, h.NS)
 		for p := 0; p < t2.Planes; p++ {
 			s := t0[p][h.T0]
-			dl := USID(pathtmpl.DownlinkUSID(h.Downlink, wire.Plane(p)))
+			dl := pathtmpl.DownlinkUSID(h.Downlink, wire.Plane(p))
 			hp := HostPort{
 				Plane: p, Ifname: fmt.Sprintf("p%d", p), MAC: MAC(KindHost, run, uint16(h.ID), uint8(p)),
 				Addr: HostAddr(run, p, h.ID), Locator: un(t2.Block, dl), DownlinkUSID: dl,
@@ -421,20 +415,20 @@ func fib(P *Plan, s *Switch) {
 	switch {
 	case P.Mode == topo.ModeSRv6 && s.Role == KindT0:
 		for j := 0; j < P.T1PerPlane; j++ {
-			add(un(P.Block, USID(pathtmpl.T1USID(j, wire.Plane(s.Plane)))), fmt.Sprintf("u%d", j), "", "T1 "+t1Name(s.Plane, j))
+			add(un(P.Block, pathtmpl.T1USID(j, wire.Plane(s.Plane))), fmt.Sprintf("u%d", j), "", "T1 "+t1Name(s.Plane, j))
 		}
 		for k := 0; k < P.T0PerPlane; k++ {
 			if k != s.Index {
-				add(un(P.Block, USID(pathtmpl.T0USID(k, wire.Plane(s.Plane)))), "", "uplinks", "T0 "+t0Name(s.Plane, k)+" via any T1")
+				add(un(P.Block, pathtmpl.T0USID(k, wire.Plane(s.Plane))), "", "uplinks", "T0 "+t0Name(s.Plane, k)+" via any T1")
 			}
 		}
 		for d := 0; d < P.HostsPerT0; d++ {
 			h := P.Hosts[s.Index*P.HostsPerT0+d]
-			add(un(P.Block, USID(pathtmpl.DownlinkUSID(d, wire.Plane(s.Plane)))), fmt.Sprintf("d%d", d), "", "downlink to "+h.Name)
+			add(un(P.Block, pathtmpl.DownlinkUSID(d, wire.Plane(s.Plane))), fmt.Sprintf("d%d", d), "", "downlink to "+h.Name)
 		}
 	case P.Mode == topo.ModeSRv6 && s.Role == KindT1:
 		for k := 0; k < P.T0PerPlane; k++ {
-			add(un(P.Block, USID(pathtmpl.T0USID(k, wire.Plane(s.Plane)))), fmt.Sprintf("d%d", k), "", "T0 "+t0Name(s.Plane, k))
+			add(un(P.Block, pathtmpl.T0USID(k, wire.Plane(s.Plane))), fmt.Sprintf("d%d", k), "", "T0 "+t0Name(s.Plane, k))
 		}
 	case s.Role == KindT0:
 		for _, h := range P.Hosts {

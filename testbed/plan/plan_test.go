@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -109,7 +108,7 @@ func TestInvariants(t *testing.T) {
 			if p.RunID == q.RunID {
 				t.Errorf("run ids collide: %d", p.RunID)
 			}
-			macs := map[string]string{}
+			macs := map[wire.MAC]string{}
 			ifs := map[string]bool{}
 			fd := netip.MustParsePrefix("fd00::/8")
 			for _, l := range p.Links {
@@ -122,8 +121,7 @@ func TestInvariants(t *testing.T) {
 						t.Errorf("interface %s twice", key)
 					}
 					ifs[key] = true
-					hw, err := net.ParseMAC(e.MAC)
-					if err != nil || hw[0]&1 != 0 || hw[0]&2 == 0 {
+					if hw := e.MAC; hw.IsMulticast() || hw[0]&2 == 0 {
 						t.Errorf("%s: MAC %s is not locally administered unicast", key, e.MAC)
 					}
 					if o, dup := macs[e.MAC]; dup {
@@ -140,7 +138,7 @@ func TestInvariants(t *testing.T) {
 					if !fd.Contains(hp.Addr.Addr()) {
 						t.Errorf("%s: %s outside fd00::/8", h.Name, hp.Addr)
 					}
-					if hp.DownlinkUSID != USID(pathtmpl.DownlinkUSID(h.Downlink, wire.Plane(hp.Plane))) {
+					if hp.DownlinkUSID != pathtmpl.DownlinkUSID(h.Downlink, wire.Plane(hp.Plane)) {
 						t.Errorf("%s plane %d: downlink uSID %04x", h.Name, hp.Plane, hp.DownlinkUSID)
 					}
 				}
@@ -326,8 +324,8 @@ func TestNICConfig(t *testing.T) {
 			}
 			for i, port := range c.Ports {
 				hp := h.Ports[i]
-				if port.Interface != hp.Ifname || port.Plane != hp.Plane || port.MAC.String() != hp.MAC ||
-					port.NeighborMAC.String() != hp.GatewayMAC || port.Address != hp.Addr.Addr() ||
+				if port.Interface != hp.Ifname || port.Plane != hp.Plane || port.MAC != hp.MAC ||
+					port.NeighborMAC != hp.GatewayMAC || port.Address != hp.Addr.Addr() ||
 					port.Locator != hp.Locator || port.PacingBps != tc.pacing {
 					t.Errorf("%s port %d: %+v, want %+v", f.Path, i, port, hp)
 				}

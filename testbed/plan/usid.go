@@ -3,30 +3,13 @@ package plan
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
-
-// USID is a 16-bit micro-SID; YAML writes it as 4 hex digits.
-type USID uint16
-
-// MarshalText writes the uSID as 4 hex digits.
-func (u USID) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "%04x", uint16(u)), nil }
-
-// UnmarshalText reads 1-4 hex digits.
-func (u *USID) UnmarshalText(b []byte) error {
-	var x uint16
-	if len(b) == 0 || len(b) > 4 {
-		return fmt.Errorf("uSID %q: want 1-4 hex digits", b)
-	}
-	if _, err := fmt.Sscanf(string(b), "%x", &x); err != nil {
-		return fmt.Errorf("uSID %q: want 1-4 hex digits", b)
-	}
-	*u = USID(x)
-	return nil
-}
 
 // Container returns the outer IPv6 destination carrying usids in an F3216
 // block (at most 6 uSIDs, zero filled).
-func Container(block netip.Prefix, usids ...USID) (netip.Addr, error) {
+func Container(block netip.Prefix, usids ...wire.USID) (netip.Addr, error) {
 	if block.Bits() != 32 || !block.Addr().Is6() {
 		return netip.Addr{}, fmt.Errorf("container: block %s is not a /32 (only F3216 is supported)", block)
 	}

@@ -5,17 +5,19 @@ import (
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/pathtmpl"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 func TestContainer(t *testing.T) {
 	b := netip.MustParsePrefix("5f00:1::/32")
 	for _, tc := range []struct {
-		us   []USID
+		us   []wire.USID
 		want string
 	}{
-		{[]USID{0x4000, 0x0100, 0x4100, 0xc000}, "5f00:1:4000:100:4100:c000::"},
-		{[]USID{USID(pathtmpl.T0USID(0, 1)), USID(pathtmpl.DownlinkUSID(1, 1))}, "5f00:1:4001:c101::"},
-		{[]USID{1, 2, 3, 4, 5, 6}, "5f00:1:1:2:3:4:5:6"},
+		{[]wire.USID{0x4000, 0x0100, 0x4100, 0xc000}, "5f00:1:4000:100:4100:c000::"},
+		{[]wire.USID{pathtmpl.T0USID(0, 1), pathtmpl.DownlinkUSID(1, 1)}, "5f00:1:4001:c101::"},
+		{[]wire.USID{1, 2, 3, 4, 5, 6}, "5f00:1:1:2:3:4:5:6"},
 	} {
 		got, err := Container(b, tc.us...)
 		if err != nil || got.String() != tc.want {
@@ -28,21 +30,4 @@ func TestContainer(t *testing.T) {
 	if _, err := Container(netip.MustParsePrefix("5f00::/16"), 1); err == nil {
 		t.Error("a /16 block accepted")
 	}
-}
-
-func FuzzUSIDText(f *testing.F) {
-	for _, s := range []string{"c000", "1", "ffff", "", "12345", "zz"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var u USID
-		if u.UnmarshalText([]byte(s)) != nil {
-			return
-		}
-		b, _ := u.MarshalText()
-		var v USID
-		if err := v.UnmarshalText(b); err != nil || v != u {
-			t.Fatalf("%q -> %v -> %q -> %v, %v", s, u, b, v, err)
-		}
-	})
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -32,8 +31,8 @@ type Path struct {
 	WantOuterDst netip.Addr // invalid in ecmp mode
 	WantInnerDst netip.Addr
 	WantHopLimit uint8
-	WantSrcMAC   string // the dst T0's downlink
-	WantDstMAC   string // the dst host port
+	WantSrcMAC   wire.MAC // the dst T0's downlink
+	WantDstMAC   wire.MAC // the dst host port
 }
 
 func (p Path) String() string {
@@ -81,9 +80,7 @@ func Paths(p *plan.Plan) ([]Path, error) {
 					if t1 >= 0 {
 						pa.Links = []string{sp.Link, sp.Switch + "--" + fmt.Sprintf("p%d-t1-%d", pl, t1), dp.Switch + "--" + fmt.Sprintf("p%d-t1-%d", pl, t1), dp.Link}
 					}
-					smac, _ := net.ParseMAC(sp.MAC)
-					gmac, _ := net.ParseMAC(sp.GatewayMAC)
-					pa.Frame = Frame{DstMAC: gmac, SrcMAC: smac, InnerSrc: sp.Addr.Addr(), InnerDst: dp.Addr.Addr(),
+					pa.Frame = Frame{DstMAC: sp.GatewayMAC, SrcMAC: sp.MAC, InnerSrc: sp.Addr.Addr(), InnerDst: dp.Addr.Addr(),
 						HopLimit: HopLimit, EV: uint32(wire.MakeEV(wire.Plane(pl), uint8(max(t1, 0)), uint32(len(out)))), ID: uint64(len(out))}
 					if p.Mode == topo.ModeSRv6 {
 						// The container comes from the same template and EV
@@ -258,7 +255,7 @@ func check(pa Path, s Seen, host, port string) string {
 	if s.HopLimit != pa.WantHopLimit {
 		bad = append(bad, fmt.Errorf("hop limit %d, want %d", s.HopLimit, pa.WantHopLimit))
 	}
-	if s.SrcMAC.String() != pa.WantSrcMAC || s.DstMAC.String() != pa.WantDstMAC {
+	if s.SrcMAC != pa.WantSrcMAC || s.DstMAC != pa.WantDstMAC {
 		bad = append(bad, fmt.Errorf("MACs %s->%s, want %s->%s", s.SrcMAC, s.DstMAC, pa.WantSrcMAC, pa.WantDstMAC))
 	}
 	if err := errors.Join(bad...); err != nil {

@@ -15,11 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softmrc/softmrc/testbed/netns"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 // Frame describes one probe.
 type Frame struct {
-	DstMAC, SrcMAC net.HardwareAddr
+	DstMAC, SrcMAC wire.MAC
 	// Outer is the SRv6 outer header (DA = uSID container); when Outer.Dst is
 	// invalid the frame is plain IPv6 (ecmp mode).
 	OuterSrc, OuterDst netip.Addr
@@ -55,8 +57,8 @@ func (f *Frame) Build() []byte {
 		pkt = ipv6(f.OuterSrc, f.OuterDst, unix.IPPROTO_IPV6, hl, f.EV, pkt)
 	}
 	eth := make([]byte, 14, 14+len(pkt))
-	copy(eth, f.DstMAC)
-	copy(eth[6:], f.SrcMAC)
+	copy(eth, f.DstMAC[:])
+	copy(eth[6:], f.SrcMAC[:])
 	binary.BigEndian.PutUint16(eth[12:], unix.ETH_P_IPV6)
 	return append(eth, pkt...)
 }
@@ -79,8 +81,8 @@ type Seen struct {
 	OuterDst netip.Addr // invalid for plain IPv6
 	InnerDst netip.Addr
 	HopLimit uint8 // of the outermost header
-	SrcMAC   net.HardwareAddr
-	DstMAC   net.HardwareAddr
+	SrcMAC   wire.MAC
+	DstMAC   wire.MAC
 }
 
 // Parse decodes a probe frame; ok is false for anything else.
@@ -88,7 +90,7 @@ func Parse(b []byte) (s Seen, ok bool) {
 	if len(b) < 14+40 || binary.BigEndian.Uint16(b[12:]) != unix.ETH_P_IPV6 {
 		return s, false
 	}
-	s.DstMAC, s.SrcMAC = net.HardwareAddr(b[0:6]), net.HardwareAddr(b[6:12])
+	s.DstMAC, s.SrcMAC = wire.MAC(b[0:6]), wire.MAC(b[6:12])
 	ip := b[14:]
 	s.HopLimit = ip[7]
 	if ip[6] == unix.IPPROTO_IPV6 {

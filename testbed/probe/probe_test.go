@@ -2,17 +2,18 @@ package probe
 
 import (
 	"encoding/hex"
-	"net"
 	"net/netip"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/softmrc/softmrc/internal/wire"
 )
 
 func srv6Frame() Frame {
-	dst, _ := net.ParseMAC("06:20:bd:00:00:00")
-	src, _ := net.ParseMAC("02:20:bd:00:01:00")
+	dst, _ := wire.ParseMAC("06:20:bd:00:00:00")
+	src, _ := wire.ParseMAC("02:20:bd:00:01:00")
 	return Frame{DstMAC: dst, SrcMAC: src,
 		OuterSrc: netip.MustParseAddr("fd00:20bd:0:1::1"), OuterDst: netip.MustParseAddr("5f00:1:4000:100:4100:c000::"),
 		InnerSrc: netip.MustParseAddr("fd00:20bd:0:1::1"), InnerDst: netip.MustParseAddr("fd00:20bd:0:3::1"),
@@ -50,7 +51,7 @@ func TestBuildGolden(t *testing.T) {
 	}
 	s, ok := Parse(f.Build())
 	if !ok || s.ID != f.ID || s.OuterDst != f.OuterDst || s.InnerDst != f.InnerDst || s.HopLimit != 64 ||
-		s.SrcMAC.String() != f.SrcMAC.String() || s.DstMAC.String() != f.DstMAC.String() {
+		s.SrcMAC != f.SrcMAC || s.DstMAC != f.DstMAC {
 		t.Errorf("Parse = %+v, %v", s, ok)
 	}
 }

@@ -257,7 +257,7 @@ func checkGone(t testing.TB, p *plan.Plan, st *State) {
 	}
 	macs := map[string]bool{}
 	for _, l := range p.Links {
-		macs[l.A.MAC], macs[l.B.MAC] = true, true
+		macs[l.A.MAC.String()], macs[l.B.MAC.String()] = true, true
 	}
 	links, err := netlink.LinkList()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/xsk"
@@ -25,8 +26,8 @@ func Config(dir string, host, planes int) *config.Config {
 		DeviceSocket: filepath.Join(dir, fmt.Sprintf("h%d.sock", host))}
 	for p := 0; p < planes; p++ {
 		c.Ports = append(c.Ports, config.Port{Name: fmt.Sprintf("p%d", p), Interface: fmt.Sprintf("pipe%d", p), Plane: p,
-			MAC:         config.MAC{2, 0, 0, 0, byte(host), byte(p)},
-			NeighborMAC: config.MAC{2, 0, 0, 0, byte(3 - host), byte(p)},
+			MAC:         wire.MAC{2, 0, 0, 0, byte(host), byte(p)},
+			NeighborMAC: wire.MAC{2, 0, 0, 0, byte(3 - host), byte(p)},
 			Address:     netip.MustParseAddr(fmt.Sprintf("fd00:0:%d::%d", p, host))})
 	}
 	c.SetDefaults()
