@@ -102,8 +102,10 @@ func (o *Outcome) Pass() bool {
 
 // data implements verdict.Data.
 type data struct {
-	o   *Outcome
-	cap map[string]float64
+	o        *Outcome
+	cap      map[string]float64
+	counters *series.Counters
+	t0       int64
 }
 
 func (d data) Series(name string) (series.Series, error) {
@@ -117,6 +119,11 @@ func (d data) Series(name string) (series.Series, error) {
 func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
 
 func (d data) RTT() time.Duration { return d.o.RTT }
+
+// QPGrowth implements verdict.Data from the QP samples of host.
+func (d data) QPGrowth(host string, w scenario.Window, keys ...string) (map[string]map[string]float64, error) {
+	return d.counters.GrowthByID(host, d.t0, w.From, w.To, keys...)
+}
 
 // FaultTime implements verdict.Data: faults[i] of the scenario file (not
 // the random ones) took effect when its batch's request returned.
@@ -349,6 +356,27 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		return fmt.Errorf("interrupted while telemetry started: %w", ctx.Err())
 	}
 
+	// Faults before the traffic (S9): the fabric is broken before any QP
+	// exists, and no NIC was told. One batch, as for faults planned for
+	// the same time. Their times are fixed up once time zero is known.
+	pre := 0
+	for pre < len(timeline) && timeline[pre].BeforeTraffic {
+		pre++
+	}
+	var preSent, preDone int64
+	if pre > 0 {
+		var reqs []run.FaultReq
+		for _, f := range timeline[:pre] {
+			reqs = append(reqs, run.FaultReq{Target: f.Target, Op: f.Op})
+		}
+		progress(o, "[%s] applying %d fault(s) before the traffic", s.Name, pre)
+		preSent = Monotonic()
+		if err := run.Faults(ctx, dir, reqs, run.Options{BinDir: o.BinDir, Log: o.Log}); err != nil {
+			return fmt.Errorf("faults before the traffic: %w", err)
+		}
+		preDone = Monotonic()
+	}
+
 	// Traffic: servers first (each on its own out-of-band port), then the
 	// clients at their start times. t0 is the traffic start.
 	end := s.End()
@@ -431,6 +459,11 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	select {
 	case <-zero:
 		progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+		mu.Lock()
+		for _, f := range timeline[:pre] {
+			out.Faults = append(out.Faults, Applied{Fault: f, Sent: time.Duration(preSent - t0), T: time.Duration(preDone - t0)})
+		}
+		mu.Unlock()
 	case <-time.After(StartTimeout):
 		cancelTraffic()
 		<-flowsDoneAfter(&wg)
@@ -450,7 +483,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		defer close(faultsDone)
 		// Faults planned for the same time go in one batch (one lock, one
 		// state write), so they take effect together.
-		for i := 0; i < len(timeline); {
+		for i := pre; i < len(timeline); {
 			j := i + 1
 			for j < len(timeline) && timeline[j].At == timeline[i].At {
 				j++
@@ -617,7 +650,7 @@ wait:
 		slices.Sort(rtts)
 		out.RTT = time.Duration(rtts[len(rtts)/2])
 	}
-	out.Results = verdict.CheckAll(s, data{o: out, cap: caps})
+	out.Results = verdict.CheckAll(s, data{o: out, cap: caps, counters: &counters, t0: t0})
 	return nil
 }
 
@@ -704,6 +737,9 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 		}
 	}
 	for _, e := range s.Expect {
+		if strings.HasPrefix(e.Series, "qp:") {
+			continue // per-QP counters, not a rate series (qp_loss_bound)
+		}
 		if e.Series != "" && !slices.Contains(names, e.Series) {
 			names = append(names, e.Series)
 		}

@@ -86,3 +86,39 @@ func TestStats(t *testing.T) {
 		t.Errorf("smooth %v", sm.Points)
 	}
 }
+
+// TestGrowth: a QP's counter created at 100 ns, first sampled at 150 ns
+// with 4 already counted (its first packets went before its first sample).
+func TestGrowth(t *testing.T) {
+	var c Counters
+	for _, s := range []struct {
+		t int64
+		v float64
+	}{{150, 4}, {250, 6}, {350, 10}} {
+		c.Add(Sample{T: s.t, Source: "h0", Kind: "qp", ID: "0x0101", Values: map[string]float64{"losses": s.v}})
+	}
+	k := Key("h0", "0x0101", "losses")
+	for _, tc := range []struct {
+		name         string
+		from, to     int64
+		fromCreation bool
+		want         float64
+	}{
+		{"from creation", 0, 400, true, 10},
+		{"from creation, to mid-step", 0, 300, true, 8},
+		{"from the first sample", 150, 400, false, 6},
+		{"before the first sample: clamped, misses the first 4", 0, 400, false, 6},
+		{"a window of one step", 250, 350, false, 4},
+		{"ends before the object existed", 0, 100, true, 0},
+	} {
+		if g, ok := c.Growth(k, tc.from, tc.to, tc.fromCreation); !ok || g != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.name, g, ok, tc.want)
+		}
+	}
+	if _, ok := c.Growth(Key("h0", "0x0102", "losses"), 0, 400, true); ok {
+		t.Error("a QP never sampled has a growth")
+	}
+	if ids := c.IDs("h0", "losses"); len(ids) != 1 || ids[0] != "0x0101" {
+		t.Errorf("IDs %v", ids)
+	}
+}
