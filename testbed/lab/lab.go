@@ -599,7 +599,18 @@ wait:
 				continue
 			}
 		}
-		ser, err := counters.Rate(sp.name, "bit/s", keys, t0, t0+int64(end), s.Interval, 8)
+		var ser series.Series
+		if sp.goodput {
+			ser, err = counters.Rate(sp.name, "bit/s", keys, t0, t0+int64(end), s.Interval, 8)
+		} else {
+			// What the emulated links carried: the virtual queues'
+			// drain, not the frames admitted (series.Drained says why).
+			var ports []series.Port
+			for _, k := range sp.ports {
+				ports = append(ports, series.Port{Tx: series.Key(k.sw.Name, k.port, telemetry.KeyTxBytes), Queue: series.Key(k.sw.Name, k.port, telemetry.KeyQueueBytes)})
+			}
+			ser, err = counters.Drained(sp.name, "bit/s", ports, t0, t0+int64(end), s.Interval, 8)
+		}
 		if err != nil {
 			return err
 		}
@@ -618,6 +629,9 @@ wait:
 		fig.Series = append(fig.Series, out.Series[sp.name])
 		for p := 0; p < pl.Planes; p++ {
 			fig.Series = append(fig.Series, out.Series[fmt.Sprintf("%s:p%d", sp.name, p)])
+		}
+		if f, ok := out.Series["fabric:"+sp.host]; ok {
+			fig.Series = append(fig.Series, f)
 		}
 		// The goodput of the flows into this host, when it is the only
 		// destination of their sender (else the sender's goodput mixes
@@ -821,6 +835,47 @@ func specFor(pl *plan.Plan, name string, crossT1 bool) (seriesSpec, error) {
 				}
 			}
 			sp.capacity += c
+		}
+	case "fabric":
+		// The T1 ports facing the host's T0, in every plane or one: what
+		// the fabric delivered towards the host (S4, S5, S10 are bound
+		// there, by the T1 → T0 links).
+		sp.host = parts[1]
+		planes := []int{}
+		if len(parts) == 3 {
+			p, _ := strconv.Atoi(strings.TrimPrefix(parts[2], "p"))
+			sp.plane = p
+			planes = append(planes, p)
+		} else {
+			for p := 0; p < pl.Planes; p++ {
+				planes = append(planes, p)
+			}
+		}
+		unmodelled := false
+		for _, p := range planes {
+			t0, _, err := downlink(pl, sp.host, p)
+			if err != nil {
+				return sp, err
+			}
+			for i := range pl.Switches {
+				sw := &pl.Switches[i]
+				if sw.Role != plan.KindT1 || sw.Plane != p {
+					continue
+				}
+				for j := range sw.Ports {
+					if strings.HasPrefix(sw.Ports[j].Peer, t0.sw.Name+":") {
+						sp.ports = append(sp.ports, portRef{sw, sw.Ports[j].Ifname})
+						sp.capacity += float64(sw.Ports[j].Model.CapacityBps)
+						unmodelled = unmodelled || sw.Ports[j].Model.CapacityBps == 0
+					}
+				}
+			}
+		}
+		if len(sp.ports) == 0 {
+			return sp, fmt.Errorf("series %s: no T1 port faces %s's T0 (a T0-local topology?)", name, sp.host)
+		}
+		if unmodelled {
+			sp.capacity = 0
 		}
 	case "goodput":
 		sp.goodput, sp.host = true, parts[1]

@@ -605,13 +605,13 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 }
 
 // SeriesHelp says which series names exist.
-const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound)"
+const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), fabric:HOST and fabric:HOST:pP (bit/s the T1s deliver to the host's T0s), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound)"
 
 // CheckSeries checks a series name against a plan.
 func CheckSeries(pl *plan.Plan, name string) error {
 	parts := strings.Split(name, ":")
 	switch {
-	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rx":
+	case len(parts) >= 2 && len(parts) <= 3 && (parts[0] == "rx" || parts[0] == "fabric"):
 		h := pl.Host(parts[1])
 		if h == nil {
 			return fmt.Errorf("series %q: no host %s", name, parts[1])

@@ -183,6 +183,49 @@ func (c *Counters) Rate(name, unit string, keys []string, zero, end int64, step 
 	return s, nil
 }
 
+// Port names the two counters of a modelled switch port that give what
+// its emulated link carried: Tx, the bytes the port model admitted
+// (tx_bytes), and Queue, the gauge of its virtual-queue backlog
+// (queue_bytes; "" for a port without a model).
+type Port struct{ Tx, Queue string }
+
+// Drained is the rate at which the ports' virtual queues drained: over each
+// step, the bytes admitted less the growth of the backlog, summed over the
+// ports, in units per second times scale, on Rate's grid. This is the rate
+// the emulated links carried, never above their capacity. The admitted
+// bytes alone (Rate over Tx) are not: the XDP port model cannot delay a
+// frame, so after a sender stall the queue has drained and a burst of up to
+// the buffer passes at once, and a window's admitted rate can exceed the
+// capacity by buffer / window (docs/lab.md). A port whose counters went
+// backwards (a daemon restarted) contributes 0 over that step.
+func (c *Counters) Drained(name, unit string, ports []Port, zero, end int64, step time.Duration, scale float64) (Series, error) {
+	s := Series{Name: name, Unit: unit}
+	for _, p := range ports {
+		for _, k := range []string{p.Tx, p.Queue} {
+			if k != "" && !c.Has(k) {
+				return s, fmt.Errorf("series %s: counter %s was not sampled (at least two samples needed)", name, k)
+			}
+		}
+	}
+	for t := zero + int64(step); t <= end; t += int64(step) {
+		var sum float64
+		for _, p := range ports {
+			d := at(c.m[p.Tx], t) - at(c.m[p.Tx], t-int64(step))
+			if d < 0 {
+				continue
+			}
+			if p.Queue != "" {
+				d -= at(c.m[p.Queue], t) - at(c.m[p.Queue], t-int64(step))
+			}
+			if d > 0 {
+				sum += d
+			}
+		}
+		s.Points = append(s.Points, Point{T: time.Duration(t - zero), V: sum / step.Seconds() * scale})
+	}
+	return s, nil
+}
+
 // Window returns the points with from < T <= to.
 func (s Series) Window(from, to time.Duration) []Point {
 	var out []Point
