@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -100,11 +101,18 @@ type reason struct {
 	v    uint64
 }
 
+// dropReasons lists every field of ctl.Drops under its JSON name (the name
+// `mrc-switchctl` shows): a reason added to ctl.Drops is exported as
+// softmrc_switch_dropped_total{reason=...} with no edit here.
 func dropReasons(d ctl.Drops) []reason {
-	return []reason{
-		{"no_route", d.NoRoute}, {"hop_limit", d.HopLimit}, {"fault", d.Fault},
-		{"buffer", d.Buffer}, {"malformed", d.Malformed}, {"end_of_container", d.EndOfContainer},
+	v := reflect.ValueOf(d)
+	t := v.Type()
+	out := make([]reason, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, reason{name, v.Field(i).Uint()})
 	}
+	return out
 }
 
 type metricsServer struct {
