@@ -200,7 +200,8 @@ func TestWatchMetrics(t *testing.T) {
 			if j == 1 {
 				lost = 64
 			}
-			s := pathprobe.Stats{Target: pathprobe.Target{Host: h, Plane: 0, T0: "p0-t0-0", T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64}
+			s := pathprobe.Stats{Target: pathprobe.Target{Host: h, Plane: 0, T0: "p0-t0-0", T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64,
+				LongSent: 256, LongLost: 4 * lost, LongLoss: float64(lost) / 64}
 			if j >= 0 {
 				s.T1Sw = "p0-t1-" + string(rune('0'+j))
 			}
@@ -263,7 +264,8 @@ func (h phasedHost) stats() ([]pathprobe.Stats, error) {
 		if j == 1 && r >= 3 && r <= 5 {
 			lost = 64
 		}
-		s := pathprobe.Stats{Target: pathprobe.Target{Host: h.host, Plane: 0, T0: h.t0, T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64}
+		s := pathprobe.Stats{Target: pathprobe.Target{Host: h.host, Plane: 0, T0: h.t0, T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64,
+			LongSent: 256, LongLost: 4 * lost, LongLoss: float64(lost) / 64}
 		if j >= 0 {
 			s.T1Sw = fmt.Sprintf("p0-t1-%d", j)
 		}
