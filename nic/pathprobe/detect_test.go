@@ -146,8 +146,8 @@ func roundsToName(rng *rand.Rand, targets []string, loss float64, limit int) int
 func TestDetectionRounds(t *testing.T) {
 	const budget = 400 - 10 - pollRounds
 	trials := 40
-	if testing.Short() {
-		trials = 15
+	if testing.Short() || raceEnabled {
+		trials = 10
 	}
 	rng := rand.New(rand.NewPCG(13, 2026))
 	for _, c := range []struct {
