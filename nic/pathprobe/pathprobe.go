@@ -195,16 +195,6 @@ const (
 	MinJudged = 8
 )
 
-func state(loss float64) string {
-	switch {
-	case loss >= DeadAt:
-		return Dead
-	case loss >= LossyAt:
-		return Lossy
-	}
-	return Good
-}
-
 // judge is the state of a loop (or a pool of loops) from its short and
 // long windows' losses, and the loss to report: dead on the short window
 // alone, lossy when either window is at LossyAt (see LongWindow).
