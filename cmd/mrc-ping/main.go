@@ -27,6 +27,9 @@ import (
 
 func main() {
 	err := run(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return // the usage is printed
+	}
 	var lost errAllLost
 	if errors.As(err, &lost) {
 		os.Exit(1)
@@ -59,7 +62,7 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("mrc-ping", flag.ContinueOnError)
 	of := oamflag.Register(fs, false, time.Second)
 	hop := fs.Int("hop", 0, "loop back to this host at the K-th switch of the path instead of echoing at HOST (1 = the local T0)")
-	back := fs.Int("back", -1, "reflect at HOST and come back through T1 index `T1` of the same plane (a round trip whose both halves this host names; default: HOST's NIC echoes over its own path)")
+	back := fs.Int("back", -1, "reflect at HOST and come back through T1 index `T1` of the same plane (a round trip whose both halves this host names); -1: HOST's NIC echoes over its own path")
 	count := fs.Int("c", 5, "probes to send (1..100000)")
 	interval := fs.Duration("i", time.Second, "interval between probes (at least 1ms)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
