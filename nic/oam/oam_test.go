@@ -60,21 +60,27 @@ func TestBuildParse(t *testing.T) {
 	}
 }
 
-// TestTrace: the hops of h0's paths on clos-2p, cross-T1 and T0-local, and
-// the loop containers cut at each.
-func TestTrace(t *testing.T) {
+// h0Template is h0's path template on clos-2p, h0's downlink uSID on
+// plane, and the peer indexes of h1 (under h0's T0) and h3 (across a T1).
+func h0Template(t *testing.T, plane int) (tm *pathtmpl.Template, self uint16, h1, h3 int) {
+	t.Helper()
 	tp, _ := topo.Preset("clos-2p")
 	pl, err := plan.Build(tp, plan.Options{RunDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := pl.Template(&pl.Hosts[0])
-	if err != nil {
+	if tm, err = pl.Template(&pl.Hosts[0]); err != nil {
 		t.Fatal(err)
 	}
-	self := uint16(pl.Hosts[0].Ports[1].DownlinkUSID)
-	h3, _ := tm.PeerIndex("h3")
-	h1, _ := tm.PeerIndex("h1")
+	h1, _ = tm.PeerIndex("h1")
+	h3, _ = tm.PeerIndex("h3")
+	return tm, uint16(pl.Hosts[0].Ports[plane].DownlinkUSID), h1, h3
+}
+
+// TestTrace: the hops of h0's paths on clos-2p, cross-T1 and T0-local, and
+// the loop containers cut at each.
+func TestTrace(t *testing.T) {
+	tm, self, h1, h3 := h0Template(t, 1)
 	type hop struct {
 		name string
 		usid uint16
@@ -127,25 +133,13 @@ func TestTrace(t *testing.T) {
 	if _, err := Trace(&t48, h3, wire.MakeEV(0, 0, 0), self); err == nil {
 		t.Error("a loop of 6 uSIDs accepted in a 5-slot container")
 	}
-	_ = pathtmpl.Version
 }
 
 // TestRoundTrip: the two containers of a Reflect probe from h0 on clos-2p:
 // out along the EV's path to the peer, back through the chosen T1 to h0;
 // T0-local peers come back through their shared T0.
 func TestRoundTrip(t *testing.T) {
-	tp, _ := topo.Preset("clos-2p")
-	pl, err := plan.Build(tp, plan.Options{RunDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := pl.Template(&pl.Hosts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := uint16(pl.Hosts[0].Ports[0].DownlinkUSID)
-	h3, _ := tm.PeerIndex("h3")
-	h1, _ := tm.PeerIndex("h1")
+	tm, self, h1, h3 := h0Template(t, 0)
 	for _, c := range []struct {
 		name     string
 		peer     int
