@@ -65,11 +65,7 @@ func run(args []string, out io.Writer) error {
 	back := fs.Int("back", -1, "reflect at HOST and come back through T1 index `T1` of the same plane (a round trip whose both halves this host names); -1: HOST's NIC echoes over its own path")
 	count := fs.Int("c", 5, "probes to send (1..100000)")
 	interval := fs.Duration("i", time.Second, "interval between probes (at least 1ms)")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ev, host, err := of.Check(fs)
+	ev, host, err := of.Parse(fs, usage, args)
 	if err != nil {
 		return err
 	}

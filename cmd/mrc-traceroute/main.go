@@ -42,11 +42,7 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("mrc-traceroute", flag.ContinueOnError)
 	of := oamflag.Register(fs, true, 500*time.Millisecond)
 	q := fs.Int("q", 3, "probes per hop (1..10)")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ev, host, err := of.Check(fs)
+	ev, host, err := of.Parse(fs, usage, args)
 	if err != nil {
 		return err
 	}

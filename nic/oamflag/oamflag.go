@@ -47,6 +47,16 @@ func Register(fs *flag.FlagSet, pathNeeded bool, wait time.Duration) *Flags {
 	return f
 }
 
+// Parse parses args into fs (whose usage text is usage, followed by
+// the flags' defaults) and checks them as Check does.
+func (f *Flags) Parse(fs *flag.FlagSet, usage string, args []string) (wire.EV, string, error) {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return 0, "", err
+	}
+	return f.Check(fs)
+}
+
 // Check validates the parsed flags and the operands of fs: it returns the
 // EV the path names and the one HOST.
 func (f *Flags) Check(fs *flag.FlagSet) (wire.EV, string, error) {

@@ -49,10 +49,7 @@ func TestCheck(t *testing.T) {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		f := Register(fs, c.needed, time.Second)
-		if err := fs.Parse(c.args); err != nil {
-			t.Fatal(err)
-		}
-		ev, host, err := f.Check(fs)
+		ev, host, err := f.Parse(fs, "usage", c.args)
 		if (err != nil) != (c.bad != "") || (err != nil && !strings.Contains(err.Error(), c.bad)) || (err == nil && (ev != c.want || host != "h3")) {
 			t.Errorf("%v (path needed %v): %v %q, %v; want %v or an error with %q", c.args, c.needed, ev, host, err, c.want, c.bad)
 		}
