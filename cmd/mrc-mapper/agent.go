@@ -106,7 +106,8 @@ const agentUsage = `usage: mrc-mapper agent [--listen ADDR | --mgmt-if IF --port
 
 Serves the path-probe statistics of the local mrc-nicd (its device socket
 -d) over HTTP, for a collector on another machine (mrc-mapper map
---agent ADDR): GET /paths returns them as JSON.
+--agent ADDR): GET /paths returns them as JSON. GET /roundtrip has the NIC
+probe a round trip through another host (mrc-mapper roundtrip --agent).
 
 It listens on the host's management address only: by default the first
 global address of --mgmt-if (mgmt0, the testbed's management interface)
@@ -170,6 +171,21 @@ func runAgent(ctx context.Context, args []string, ready func(addr string)) error
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(st)
+	})
+	// Round trips send a bounded number of probes and change nothing.
+	mux.HandleFunc("GET /roundtrip", func(w http.ResponseWriter, r *http.Request) {
+		a, err := parseQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, "roundtrip: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		res, err := sockRoundTrip(*sock, a)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(res)
 	})
 	for _, op := range []struct {
 		path string

@@ -10,6 +10,7 @@
 //	mrc-mapper map --agent ADDR [--agent ADDR ...] [--json] [--bad]
 //	mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold 2s] [--interval 100ms] [--duration 60s]
 //	mrc-mapper agent [--listen ADDR] -d SOCKET [--deny --token-file FILE]
+//	mrc-mapper roundtrip (-d SOCKET | --agent ADDR) --via HOST [--path PLANE,T1] [--back T1]
 //
 // The agent serves its host's loops over HTTP on the management network
 // (agent.go), so the collector need not run on the hosts' machine.
@@ -52,6 +53,7 @@ func main() {
 const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--json | --prom] [--bad] [--png FILE]
        mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold D] [--interval D] [--duration D] [--metrics ADDR] [--token-file FILE]
        mrc-mapper agent [--listen ADDR] -d SOCKET [--deny --token-file FILE]
+       mrc-mapper roundtrip (-d SOCKET | --agent ADDR) --via HOST [--path PLANE,T1] [--back T1] [-c COUNT]
 
 Reads the path-probe statistics of every host's mrc-nicd (their device
 sockets: those of a mrc-testbed run folder, or each -d; or, over the
@@ -67,6 +69,9 @@ whole switch: every link of it seen so far) and allowed again once it has been g
 agents, the agents' shared token (--token-file). With --metrics
 it serves the latest map on http://ADDR/metrics (mrc_link_loss,
 mrc_link_state) for Prometheus to scrape.
+
+roundtrip has one host's NIC probe an exact round trip through another
+host and back (HOST's NIC reflects it; mrc-mapper roundtrip -h).
 
 map --png FILE draws the fabric with its bad links and switches coloured
 (good grey, lossy orange, dead red).
@@ -84,9 +89,12 @@ func run(args []string, out io.Writer) error {
 		defer stop()
 		return runAgent(ctx, args[1:], nil)
 	}
+	if len(args) > 0 && args[0] == "roundtrip" {
+		return runRoundTrip(args[1:], out)
+	}
 	if len(args) == 0 || (args[0] != "map" && args[0] != "watch") {
 		fmt.Fprint(os.Stderr, usage)
-		return errors.New("want the map, watch or agent command")
+		return errors.New("want the map, watch, agent or roundtrip command")
 	}
 	watch := args[0] == "watch"
 	fs := flag.NewFlagSet("mrc-mapper "+args[0], flag.ContinueOnError)

@@ -82,6 +82,15 @@ func TestTestbedMapperAgents(t *testing.T) {
 	if err != nil || strings.Count(string(out), " good ") != 16 {
 		t.Fatalf("map over 4 agents: %v, want 16 good links:\n%s", err, out)
 	}
+	// From h0, have h1's NIC (through its agent) probe a round trip
+	// through h2 and back over the other T1.
+	h1Agent := net.JoinHostPort(planField(t, tb.plan, "h1", "mgmt_addr"), "9470")
+	out, err = exec.Command(testbed, "exec", "--dir", tb.dir, "h0", "--", filepath.Join(tb.bin, "mrc-mapper"), "roundtrip",
+		"--agent", h1Agent, "--via", "h2", "--path", "1,0", "--back", "1", "-c", "5", "-i", "5ms").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "5 probes sent, 5 received") || !strings.Contains(string(out), "out T1 0, back T1 1") {
+		t.Fatalf("roundtrip through h1's agent via h2: %v\n%s", err, out)
+	}
+	t.Logf("roundtrip through h1's agent:\n%s", out)
 	const link = "p1-t0-1--p1-t1-0"
 	tb.fault(t, link, "blackhole")
 	defer tb.fault(t, link, "clear")

@@ -139,4 +139,16 @@ func TestTestbedOAMReflect(t *testing.T) {
 			t.Fatalf("mrc-ping %v with %s blackholed: %d of 5 answered\n%s", args, link, got, out)
 		}
 	}
+	// The same through mrc-mapper roundtrip (what a collector asks a NIC).
+	for _, c := range []struct {
+		back, want string
+		ok         bool
+	}{{"0", "5 probes sent, 0 received", false}, {"1", "5 probes sent, 5 received", true}} {
+		out, err := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "roundtrip", "-d", sock, "--via", "h3", "--path", "0,1",
+			"--back", c.back, "-c", "5", "-i", "5ms", "-W", "300ms").CombinedOutput()
+		if (err == nil) != c.ok || !strings.Contains(string(out), c.want) {
+			t.Fatalf("mrc-mapper roundtrip --back %s with %s blackholed: %v, want %q\n%s", c.back, link, err, c.want, out)
+		}
+		t.Logf("mrc-mapper roundtrip --back %s:\n%s", c.back, out)
+	}
 }
