@@ -31,8 +31,8 @@ func TestArgsAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{}, "map, watch or agent"},
-		{[]string{"mapp"}, "map, watch or agent"},
+		{[]string{}, "map, watch, agent or roundtrip"},
+		{[]string{"mapp"}, "map, watch, agent or roundtrip"},
 		{[]string{"map"}, "no hosts"},
 		{[]string{"agent", "-d", p.Sock[0], "--mgmt-if", "nosuch0"}, `management interface "nosuch0"`},
 		{[]string{"agent", "-d", p.Sock[0], "--listen", "[::]:9470"}, "binds every interface"},

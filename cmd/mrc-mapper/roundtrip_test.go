@@ -19,7 +19,9 @@ func TestRoundTripArgs(t *testing.T) {
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { done <- runAgent(ctx, []string{"--listen", "127.0.0.1:0", "-d", p.Sock[0]}, func(a string) { addr <- a }) }()
+	go func() {
+		done <- runAgent(ctx, []string{"--listen", "127.0.0.1:0", "-d", p.Sock[0]}, func(a string) { addr <- a })
+	}()
 	var a string
 	select {
 	case a = <-addr:
