@@ -42,10 +42,13 @@ const Window = 64
 // link flickered back to good between maps, and 4 such links at once (or
 // a lossy switch, whose every loop must be bad together) showed together
 // only after up to 2 s even on an idle machine (TestDetectionRounds). A
-// loop is lossy when either window is at LossyAt: the short one names a
-// fault fast, the long one holds it (at 5 % it holds ≤ 5 of 256 lost one
-// time in 60). The price: a repaired link reads lossy until its losses
-// age out of the long window (256 rounds, 1.3 s at 5 ms).
+// loop is lossy when its short window is at LossyAt, or when the long one
+// is and the short one still holds a loss: the short window names a fault
+// fast, the long one bridges the moments its single loss reads 1.6 % (at
+// 5 % the long window holds ≤ 5 of 256 lost one time in 60). A repaired
+// link is good again once its short window is clean (64 rounds), as
+// before: a long window alone would keep it lossy for 256 rounds, which
+// a starved VM stretched past 5 s.
 const LongWindow = 4 * Window
 
 type sample struct {
@@ -197,14 +200,16 @@ const (
 
 // judge is the state of a loop (or a pool of loops) from its short and
 // long windows' losses, and the loss to report: dead on the short window
-// alone, lossy when either window is at LossyAt (see LongWindow).
+// alone; lossy when the short window is at LossyAt, or the long one is
+// and the short one is not clean (see LongWindow).
 func judge(short, long float64) (string, float64) {
-	if short >= DeadAt {
+	switch {
+	case short >= DeadAt:
 		return Dead, short
-	}
-	l := max(short, long)
-	if l >= LossyAt {
-		return Lossy, l
+	case short >= LossyAt:
+		return Lossy, short
+	case short > 0 && long >= LossyAt:
+		return Lossy, long
 	}
 	return Good, short
 }
