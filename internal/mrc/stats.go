@@ -43,6 +43,8 @@ type QPCounters struct {
 	PSNOutOfWindow           uint64
 	WImmRejected             uint64
 	NoEVStalls               uint64 // send attempts with no usable EV
+	SendBlockedFail          uint64 // QP errors after RetryTimeout with work queued and nothing sendable (send.go runTimers)
+	LastEVKept               uint64 // losses on the last usable EV, SKIP, taken as congestion: it stays SKIP (evset.go lastCongested)
 	ReverseProbes, RevProbOK uint64
 	PortStatusRcvd           uint64
 	AlwaysSkipSent           uint64 // SACKs with M=ALWAYS_SKIP (responder)
