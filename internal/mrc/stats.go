@@ -107,6 +107,9 @@ type EngineCounters struct {
 	TxNoBuffer      uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
 	PortStatusSent  uint64
 	PortStatusStale uint64 // port-status updates older than the last applied one (ignored)
-	CQOverflow      uint64
-	TxCNP, RxCNP    uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
+	// FlapHolds counts ports that came up and were held out of use as
+	// flapping (damp.go): local ports (carrier) and peers' ports (port status).
+	FlapHolds    uint64
+	CQOverflow   uint64
+	TxCNP, RxCNP uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
 }
