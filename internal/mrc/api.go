@@ -136,6 +136,17 @@ type Config struct {
 	// reports the resulting rate of every plane.
 	PortRates [wire.MaxPlanes]float64
 
+	// Flap damping of ports, local (carrier, SetPortState) and the peers'
+	// (port-status updates): a port that went down FlapWindow-close twice
+	// or more in a row is held out of use when it comes up, FlapHold
+	// (doubled per further down, at most FlapHoldMax) before its EVs carry
+	// traffic again; a single down and up is not held. Defaults 1 s,
+	// 100 ms, 500 ms; FlapHold negative: no damping (docs/engine.md,
+	// "Flap damping").
+	FlapWindow  Time
+	FlapHold    Time
+	FlapHoldMax Time
+
 	// MaxBurst bounds the data packets one Poll emits (default 64), so that
 	// a run loop interleaves receiving with sending.
 	MaxBurst int

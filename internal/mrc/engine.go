@@ -26,8 +26,10 @@ type Engine struct {
 
 	peers []*peer
 
-	localUp  uint32 // bit p = local port p up
-	portBusy [wire.MaxPlanes]Time
+	localUp uint32 // bit p = local port p up
+	// localDamp holds flapping local ports out of use (damp.go).
+	localDamp [wire.MaxPlanes]flapDamp
+	portBusy  [wire.MaxPlanes]Time
 
 	ctrl ctrlRing
 	cq   []Completion
@@ -57,8 +59,10 @@ type peer struct {
 	tidx     int       // index of its template row (AnyPeer without a template)
 	deny     *peerDeny // the engine's denylist resolved for it (nil: nothing denied)
 	remoteUp uint32
-	cc       ccState
-	srtt     Time
+	// remoteDamp holds the peer's flapping ports out of use (damp.go).
+	remoteDamp [wire.MaxPlanes]flapDamp
+	cc         ccState
+	srtt       Time
 
 	epPending bool
 	epReqID   uint16
@@ -306,6 +310,7 @@ func (e *Engine) SetPortState(now Time, port wire.Plane, up bool) {
 	if old == e.localUp {
 		return
 	}
+	e.stats.FlapHolds += dampMask(&e.localDamp, old, e.localUp, now, &e.cfg)
 	for _, p := range e.peers {
 		e.startPortStatus(p)
 	}
@@ -463,7 +468,9 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 		e.stats.PortStatusStale++
 	} else if p.Endpoint.Op == wire.EPPortStatusUpdate {
 		pr.epApplied, pr.epAppliedID = true, uint16(p.PSN)
+		old := pr.remoteUp
 		pr.remoteUp = p.Endpoint.PortStatusMask & (uint32(1)<<e.cfg.Planes - 1)
+		e.stats.FlapHolds += dampMask(&pr.remoteDamp, old, pr.remoteUp, e.now, &e.cfg)
 		for _, q := range e.qpList {
 			if q.peer == pr {
 				q.stats.PortStatusRcvd++
@@ -480,9 +487,34 @@ func (e *Engine) portRoom(port wire.Plane) bool {
 }
 
 // planeUsable reports whether EVs of plane may carry traffic to pr: the
-// port is up at both ends and the denylist leaves the plane to pr.
+// port is up at both ends, the denylist leaves the plane to pr, and it is
+// held as flapping at neither end (damp.go) unless every plane that is up
+// and allowed is held: damping then holds nothing.
+//
+// Why the exception: a hold keeps a flapping plane out while others carry
+// the traffic; holding every plane at once (all ports flapping together, or
+// the only plane left) would stop the QPs to pr with a path that works in
+// its up phases, for up to FlapHoldMax each time, and with NoEVTimeout
+// shorter than the hold turn a flap into a QP error.
 func (e *Engine) planeUsable(pr *peer, plane wire.Plane) bool {
-	return e.localUp&pr.remoteUp&(1<<plane) != 0 && !pr.planeDenied(plane)
+	if e.localUp&pr.remoteUp&(1<<plane) == 0 || pr.planeDenied(plane) {
+		return false
+	}
+	if !e.held(pr, plane) {
+		return true
+	}
+	for p := 0; p < e.cfg.Planes; p++ {
+		pl := wire.Plane(p)
+		if pl != plane && e.localUp&pr.remoteUp&(1<<p) != 0 && !pr.planeDenied(pl) && !e.held(pr, pl) {
+			return false
+		}
+	}
+	return true
+}
+
+// held reports whether plane is held as flapping (damp.go) locally or at pr.
+func (e *Engine) held(pr *peer, plane wire.Plane) bool {
+	return e.localDamp[plane].holding(e.now) || pr.remoteDamp[plane].holding(e.now)
 }
 
 func ts16(now Time) uint16 { return uint16(now >> 10) }
@@ -550,11 +582,13 @@ func (e *Engine) NextDeadline() Time {
 	if e.ctrl.n > 0 {
 		return e.now
 	}
-	d := Never
+	// The end of a flap hold (damp.go) may make data sendable again.
+	d := nextRelease(&e.localDamp, e.now)
 	for _, p := range e.peers {
 		if p.epPending && p.epNext < d {
 			d = p.epNext
 		}
+		d = min(d, nextRelease(&p.remoteDamp, e.now))
 	}
 	for _, q := range e.qpList {
 		if t := q.deadline(); t < d {

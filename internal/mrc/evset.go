@@ -414,6 +414,9 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 	if !q.planeOK(x.plane) || x.state == EVDenied {
 		return
 	}
+	if q.lastCongested(idx) {
+		return
+	}
 	g := &q.grps[x.grp]
 	if sent > g.lastAckSent && x.state != EVAssumedBad {
 		g.fails++
@@ -436,10 +439,37 @@ func (q *qp) pathFailed(idx int32) {
 		return
 	}
 	x := &q.evs[idx]
-	if !q.planeOK(x.plane) || x.state == EVDenied {
+	if !q.planeOK(x.plane) || x.state == EVDenied || q.lastCongested(idx) {
 		return
 	}
 	q.setState(idx, EVAssumedBad)
+}
+
+// lastCongested handles a loss (or an ALWAYS_SKIP echo) on an EV that is
+// SKIP, i.e. known to deliver but congested, and is the QP's last usable
+// EV: the loss is taken as congestion (its weight is cut, it stays SKIP)
+// and not as a failed path. It reports whether it did so.
+//
+// Why: a QP pinned to one congested path (mrc-lab S6: flow 2 on EV-A
+// alone, behind a queue full of another flow's packets) lost packets to
+// the queue, took its one EV to ASSUMED_BAD and could send nothing until a
+// probe got through the same queue: no_ev_stalls and timeouts climbed to
+// RETRY_EXCEEDED. SKIP must never starve a QP; a path that is truly dead
+// still ends the QP through RetryTimeout, as nothing is acknowledged.
+func (q *qp) lastCongested(idx int32) bool {
+	x := &q.evs[idx]
+	if x.state != EVSkip {
+		return false
+	}
+	for _, j := range q.order {
+		if y := &q.evs[j]; j != idx && (y.state == EVGood || y.state == EVSkip) && q.planeOK(y.plane) {
+			return false
+		}
+	}
+	x.w = max(x.w*q.skipCut, minSkipW)
+	x.lastCut = q.e.now
+	q.stats.LastEVKept++
+	return true
 }
 
 func (q *qp) probeInterval() Time {

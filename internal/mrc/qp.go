@@ -249,7 +249,12 @@ type qp struct {
 	rackSentAt     Time
 	noEVSince      Time
 	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
-	lastSend       Time
+	// blockedSince is when a send attempt first found work queued, nothing
+	// outstanding and no way to send (no usable EV, a closed window, no
+	// port room); 0 once a packet goes out. RetryTimeout ends a QP blocked
+	// that long (runTimers), as it ends one whose data is never acknowledged.
+	blockedSince Time
+	lastSend     Time
 
 	// EV set
 	evs           []evEntry
@@ -636,6 +641,9 @@ func (q *qp) deadline() Time {
 	}
 	if q.cfg.RetryTimeout > 0 && q.sndUna != q.sndNxt && q.lastProgress+q.cfg.RetryTimeout < d {
 		d = q.lastProgress + q.cfg.RetryTimeout
+	}
+	if q.cfg.RetryTimeout > 0 && q.blockedSince != 0 && q.blockedSince+q.cfg.RetryTimeout < d {
+		d = q.blockedSince + q.cfg.RetryTimeout
 	}
 	if q.nBad > 0 && q.nextProbeScan < d {
 		d = q.nextProbeScan

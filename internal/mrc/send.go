@@ -62,6 +62,18 @@ func (q *qp) trySend(now Time, emit func(wire.Plane, []byte)) bool {
 	if q.state != QPReady {
 		return false
 	}
+	if q.sendOne(now, emit) {
+		q.blockedSince = 0
+		return true
+	}
+	if q.blockedSince == 0 && q.sndUna == q.sndNxt && q.hasWork() {
+		q.blockedSince = max(now, 1)
+	}
+	return false
+}
+
+// sendOne is trySend's work: it sends at most one data packet.
+func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	var pk *txPkt
 	var psn wire.PSN
 	rtx := false
@@ -208,6 +220,17 @@ func (q *qp) runTimers(now Time) {
 		// Nothing acknowledged for RetryTimeout: the peer is gone (or out
 		// of step with us) even if its probes are answered. RC's retry
 		// count × timeout ends the same way.
+		q.fail(StatusRetryExceeded)
+		return
+	}
+	if q.blockedSince != 0 && (q.sndUna != q.sndNxt || !q.hasWork()) {
+		q.blockedSince = 0 // data went out meanwhile, or the work is gone
+	}
+	if q.cfg.RetryTimeout > 0 && q.blockedSince != 0 && now-q.blockedSince >= q.cfg.RetryTimeout {
+		// Work queued and nothing could be sent for RetryTimeout: the
+		// clock above never started (nothing is outstanding), so without
+		// this the QP would wait forever with its WRs posted.
+		q.stats.SendBlockedFail++
 		q.fail(StatusRetryExceeded)
 		return
 	}

@@ -43,6 +43,8 @@ type QPCounters struct {
 	PSNOutOfWindow           uint64
 	WImmRejected             uint64
 	NoEVStalls               uint64 // send attempts with no usable EV
+	SendBlockedFail          uint64 // QP errors after RetryTimeout with work queued and nothing sendable (send.go runTimers)
+	LastEVKept               uint64 // losses on the last usable EV, SKIP, taken as congestion: it stays SKIP (evset.go lastCongested)
 	ReverseProbes, RevProbOK uint64
 	PortStatusRcvd           uint64
 	AlwaysSkipSent           uint64 // SACKs with M=ALWAYS_SKIP (responder)
@@ -105,6 +107,9 @@ type EngineCounters struct {
 	TxNoBuffer      uint64 // PollInto: the caller had no (big enough) buffer; the frame was dropped
 	PortStatusSent  uint64
 	PortStatusStale uint64 // port-status updates older than the last applied one (ignored)
-	CQOverflow      uint64
-	TxCNP, RxCNP    uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
+	// FlapHolds counts ports that came up and were held out of use as
+	// flapping (damp.go): local ports (carrier) and peers' ports (port status).
+	FlapHolds    uint64
+	CQOverflow   uint64
+	TxCNP, RxCNP uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
 }
