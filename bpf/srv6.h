@@ -99,8 +99,11 @@ static __always_inline void lpm_key_from_da(struct sw_lpm_key *k,
 /*
  * FNV-1a (32 bit) of the ECMP flow key: source address, destination address
  * (after any uSID shift), the 20-bit flow label as 3 big-endian bytes and the
- * UDP source port as 2 big-endian bytes (0 when there is no UDP header).
- * switchd/dataplane.FlowHash is the Go twin; tests hold the two together.
+ * UDP source port as 2 big-endian bytes (0 when there is no UDP header),
+ * then murmur3's fmix32 finaliser: FNV keeps the low bit a parity of the
+ * input bytes' low bits, and with two members `h % 2` was that one bit (the
+ * 16 RoCE QPs of one peer all took one uplink). internal/flowhash.Sum is the
+ * Go definition; the switch tests hold the two together.
  */
 #define FNV32_OFFSET 2166136261U
 #define FNV32_PRIME 16777619U
@@ -128,6 +131,11 @@ static __always_inline __u32 ecmp_hash(const struct ipv6hdr *ip6, __u16 sport)
 	h = fnv1a_byte(h, (__u8)fl);
 	h = fnv1a_byte(h, (__u8)(sport >> 8));
 	h = fnv1a_byte(h, (__u8)sport);
+	h ^= h >> 16;
+	h *= 0x85ebca6bU;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35U;
+	h ^= h >> 16;
 	return h;
 }
 

@@ -49,12 +49,13 @@ func sockCtl(sock string, cmd vproto.CtlCmd, link string) error {
 // network): GET /paths for the stats, POST /deny and /allow for the
 // denylist.
 type agentSource struct {
-	addr string
-	c    *http.Client
+	addr  string
+	token string // sent with deny and allow
+	c     *http.Client
 }
 
-func newAgentSource(addr string) agentSource {
-	return agentSource{addr: addr, c: &http.Client{Timeout: 2 * time.Second}}
+func newAgentSource(addr, token string) agentSource {
+	return agentSource{addr: addr, token: token, c: &http.Client{Timeout: 2 * time.Second}}
 }
 
 func (a agentSource) String() string { return "agent " + a.addr }
@@ -81,7 +82,15 @@ func (a agentSource) ctl(cmd vproto.CtlCmd, link string) error {
 	if cmd == vproto.CtlAllow {
 		op = "allow"
 	}
-	r, err := a.c.PostForm("http://"+a.addr+"/"+op, url.Values{"link": {link}})
+	req, err := http.NewRequest(http.MethodPost, "http://"+a.addr+"/"+op, strings.NewReader(url.Values{"link": {link}}.Encode()))
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", a.addr, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	r, err := a.c.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.addr, err)
 	}
@@ -93,15 +102,26 @@ func (a agentSource) ctl(cmd vproto.CtlCmd, link string) error {
 	return nil
 }
 
-const agentUsage = `usage: mrc-mapper agent --listen ADDR -d SOCKET [--deny]
+const agentUsage = `usage: mrc-mapper agent [--listen ADDR | --mgmt-if IF --port N] -d SOCKET [--deny --token-file FILE]
 
 Serves the path-probe statistics of the local mrc-nicd (its device socket
--d) over HTTP on ADDR, for a collector on another machine (mrc-mapper map
---agent ADDR): GET /paths returns them as JSON. With --deny it also takes
-POST /deny and /allow (form field link=NAME) and passes them to the NIC
-(the daemon checks that the agent runs as root). Run it in each host's
-network namespace on its management address, e.g.
-  mrc-testbed exec h0 -- mrc-mapper agent --listen [fd00:1:ffff::1]:9470 -d RUNDIR/host/h0.sock
+-d) over HTTP, for a collector on another machine (mrc-mapper map
+--agent ADDR): GET /paths returns them as JSON. GET /roundtrip has the NIC
+probe a round trip through another host (mrc-mapper roundtrip --agent).
+
+It listens on the host's management address only: by default the first
+global address of --mgmt-if (mgmt0, the testbed's management interface)
+at --port; --listen names another address, but never a wildcard (::,
+0.0.0.0), which would open it on the fabric ports too.
+
+With --deny it also takes POST /deny and /allow (form field link=NAME)
+and passes them to the NIC (the daemon checks that the agent runs as
+root). Those change the NIC's paths, so --deny needs a shared token
+(--token-file, a file only its owner can read, or --token) and refuses
+every such request whose "Authorization: Bearer TOKEN" header does not
+carry it (HTTP 401). The collector sends it with its own --token-file.
+Run it in each host's network namespace, e.g.
+  mrc-testbed exec h0 -- mrc-mapper agent -d RUNDIR/host/h0.sock --deny --token-file /root/mapper.token
 It runs until SIGINT or SIGTERM.
 
 `
@@ -109,9 +129,13 @@ It runs until SIGINT or SIGTERM.
 // runAgent serves until ctx ends; ready gets the address it listens on.
 func runAgent(ctx context.Context, args []string, ready func(addr string)) error {
 	fs := flag.NewFlagSet("mrc-mapper agent", flag.ContinueOnError)
-	listen := fs.String("listen", "", "`host:port` to serve on (the host's management address)")
+	listen := fs.String("listen", "", "`host:port` to serve on (default: the first global address of --mgmt-if at --port)")
+	mgmtIf := fs.String("mgmt-if", "mgmt0", "the management `interface` whose address the agent binds when --listen is not given")
+	port := fs.Int("port", 9470, "the TCP `port` on the management address when --listen is not given")
 	sock := fs.String("d", "", "the local mrc-nicd's device `socket`")
-	deny := fs.Bool("deny", false, "accept POST /deny and /allow from the collector")
+	deny := fs.Bool("deny", false, "accept POST /deny and /allow carrying the token (needs --token-file or --token)")
+	var tok tokenFlags
+	tok.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), agentUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -119,8 +143,19 @@ func runAgent(ctx context.Context, args []string, ready func(addr string)) error
 		}
 		return err
 	}
-	if *listen == "" || *sock == "" {
-		return errors.New("agent: want --listen ADDR and -d SOCKET")
+	if *sock == "" {
+		return errors.New("agent: want -d SOCKET (the local mrc-nicd's device socket)")
+	}
+	token, err := tok.load()
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if *deny && token == "" {
+		return errors.New("agent: --deny lets the collector change the NIC's denylist; give the shared token with --token-file FILE (or --token)")
+	}
+	addr, err := listenAddr(*listen, *mgmtIf, *port)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	if _, err := hostStats(*sock); err != nil {
 		// The NIC may come up later; the collector gets the error
@@ -137,6 +172,21 @@ func runAgent(ctx context.Context, args []string, ready func(addr string)) error
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(st)
 	})
+	// Round trips send a bounded number of probes and change nothing.
+	mux.HandleFunc("GET /roundtrip", func(w http.ResponseWriter, r *http.Request) {
+		a, err := parseQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, "roundtrip: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		res, err := sockRoundTrip(*sock, a)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(res)
+	})
 	for _, op := range []struct {
 		path string
 		cmd  vproto.CtlCmd
@@ -144,6 +194,12 @@ func runAgent(ctx context.Context, args []string, ready func(addr string)) error
 		mux.HandleFunc(op.path, func(w http.ResponseWriter, r *http.Request) {
 			if !*deny {
 				http.Error(w, "this agent was started without --deny", http.StatusForbidden)
+				return
+			}
+			if !authorized(r, token) {
+				slog.Warn("mrc-mapper agent: refused a request without the token", "op", op.cmd, "from", r.RemoteAddr)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mrc-mapper"`)
+				http.Error(w, "this request changes the NIC's denylist: send the agent's shared token as \"Authorization: Bearer TOKEN\" (mrc-mapper --token-file FILE)", http.StatusUnauthorized)
 				return
 			}
 			link := r.FormValue("link")
@@ -154,9 +210,9 @@ func runAgent(ctx context.Context, args []string, ready func(addr string)) error
 			slog.Info("denylist", "op", op.cmd, "link", link, "from", r.RemoteAddr)
 		})
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("agent: --listen %s: %w", *listen, err)
+		return fmt.Errorf("agent: listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); srv.Close() }()

@@ -9,7 +9,8 @@
 //	mrc-mapper map -d SOCKET [-d SOCKET ...] [--json] [--bad]
 //	mrc-mapper map --agent ADDR [--agent ADDR ...] [--json] [--bad]
 //	mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold 2s] [--interval 100ms] [--duration 60s]
-//	mrc-mapper agent --listen ADDR -d SOCKET [--deny]
+//	mrc-mapper agent [--listen ADDR] -d SOCKET [--deny --token-file FILE]
+//	mrc-mapper roundtrip (-d SOCKET | --agent ADDR) --via HOST [--path PLANE,T1] [--back T1]
 //
 // The agent serves its host's loops over HTTP on the management network
 // (agent.go), so the collector need not run on the hosts' machine.
@@ -50,8 +51,9 @@ func main() {
 }
 
 const usage = `usage: mrc-mapper map (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--json | --prom] [--bad] [--png FILE]
-       mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold D] [--interval D] [--duration D] [--metrics ADDR]
-       mrc-mapper agent --listen ADDR -d SOCKET [--deny]
+       mrc-mapper watch (--dir RUNDIR | -d SOCKET ... | --agent ADDR ...) [--deny] [--hold D] [--interval D] [--duration D] [--metrics ADDR] [--token-file FILE]
+       mrc-mapper agent [--listen ADDR] -d SOCKET [--deny --token-file FILE]
+       mrc-mapper roundtrip (-d SOCKET | --agent ADDR) --via HOST [--path PLANE,T1] [--back T1] [-c COUNT]
 
 Reads the path-probe statistics of every host's mrc-nicd (their device
 sockets: those of a mrc-testbed run folder, or each -d; or, over the
@@ -63,9 +65,13 @@ with path_probes set (e.g. 5ms).
 watch maps every --interval for --duration and prints each change of a
 link's state. With --deny, a link that turns bad is denied on every NIC
 (a NIC–T0 link: that host's plane; a T0–T1 link: every path over it; a
-whole switch: every link of it seen so far) and allowed again once it has been good for --hold. Needs root. With --metrics
+whole switch: every link of it seen so far) and allowed again once it has been good for --hold. Needs root; through
+agents, the agents' shared token (--token-file). With --metrics
 it serves the latest map on http://ADDR/metrics (mrc_link_loss,
 mrc_link_state) for Prometheus to scrape.
+
+roundtrip has one host's NIC probe an exact round trip through another
+host and back (HOST's NIC reflects it; mrc-mapper roundtrip -h).
 
 map --png FILE draws the fabric with its bad links and switches coloured
 (good grey, lossy orange, dead red).
@@ -83,9 +89,12 @@ func run(args []string, out io.Writer) error {
 		defer stop()
 		return runAgent(ctx, args[1:], nil)
 	}
+	if len(args) > 0 && args[0] == "roundtrip" {
+		return runRoundTrip(args[1:], out)
+	}
 	if len(args) == 0 || (args[0] != "map" && args[0] != "watch") {
 		fmt.Fprint(os.Stderr, usage)
-		return errors.New("want the map, watch or agent command")
+		return errors.New("want the map, watch, agent or roundtrip command")
 	}
 	watch := args[0] == "watch"
 	fs := flag.NewFlagSet("mrc-mapper "+args[0], flag.ContinueOnError)
@@ -103,6 +112,8 @@ func run(args []string, out io.Writer) error {
 	bad := fs.Bool("bad", false, "print only links that are not good")
 	pngFile := fs.String("png", "", "map: also draw the fabric with its bad links coloured into this PNG file")
 	metrics := fs.String("metrics", "", "watch: serve the latest map as Prometheus metrics on http://ADDR/metrics")
+	var tok tokenFlags
+	tok.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -121,8 +132,15 @@ func run(args []string, out io.Writer) error {
 	for _, s := range ds {
 		srcs = append(srcs, sockSource(s))
 	}
+	token, err := tok.load()
+	if err != nil {
+		return err
+	}
+	if watch && *deny && len(agents) > 0 && token == "" {
+		return errors.New("watch --deny through --agent needs the agents' shared token: --token-file FILE (or --token)")
+	}
 	for _, a := range agents {
-		srcs = append(srcs, newAgentSource(a))
+		srcs = append(srcs, newAgentSource(a, token))
 	}
 	if len(srcs) == 0 {
 		return errors.New("no hosts: give --dir RUNDIR, -d SOCKET or --agent ADDR")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,10 +31,17 @@ func TestArgsAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{}, "map, watch or agent"},
-		{[]string{"mapp"}, "map, watch or agent"},
+		{[]string{}, "map, watch, agent or roundtrip"},
+		{[]string{"mapp"}, "map, watch, agent or roundtrip"},
 		{[]string{"map"}, "no hosts"},
-		{[]string{"agent", "-d", p.Sock[0]}, "--listen"},
+		{[]string{"agent", "-d", p.Sock[0], "--mgmt-if", "nosuch0"}, `management interface "nosuch0"`},
+		{[]string{"agent", "-d", p.Sock[0], "--listen", "[::]:9470"}, "binds every interface"},
+		{[]string{"agent", "-d", p.Sock[0], "--listen", ":9470"}, "binds every interface"},
+		{[]string{"agent", "-d", p.Sock[0], "--listen", "0.0.0.0:9470"}, "binds every interface"},
+		{[]string{"agent", "-d", p.Sock[0], "--listen", "127.0.0.1:0", "--deny"}, "--token-file"},
+		{[]string{"agent", "-d", p.Sock[0], "--listen", "127.0.0.1:0", "--token-file", "/nonexistent/tok"}, "--token-file"},
+		{[]string{"agent", "--listen", "127.0.0.1:0"}, "-d SOCKET"},
+		{[]string{"watch", "--agent", "127.0.0.1:1", "--deny"}, "shared token"},
 		{[]string{"map", "--dir", t.TempDir()}, "mrc-testbed run folder"},
 		{[]string{"map", "-d", p.Sock[0]}, "path_probes"},
 		{[]string{"watch", "-d", p.Sock[0], "--interval", "1ms"}, "--interval"},
@@ -68,46 +77,106 @@ func TestWriteProm(t *testing.T) {
 }
 
 // TestAgent: the collector reaches a NIC through a mrc-mapper agent over
-// HTTP: the NIC's answer (here: path probes off) comes back whole, and
-// deny is refused unless the agent was started with --deny.
+// HTTP: the NIC's answer (here: path probes off) comes back whole; deny
+// is refused unless the agent was started with --deny, and then unless
+// the request carries the shared token (HTTP 401, and the NIC never sees
+// it); with the token the NIC's own answer comes back.
 func TestAgent(t *testing.T) {
 	p := daemontest.Start(t, 1)
-	for _, deny := range []bool{false, true} {
-		args := []string{"--listen", "127.0.0.1:0", "-d", p.Sock[0]}
-		if deny {
-			args = append(args, "--deny")
-		}
-		addr := make(chan string, 1)
-		done := make(chan error, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { done <- runAgent(ctx, args, func(a string) { addr <- a }) }()
-		var a string
-		select {
-		case a = <-addr:
-		case err := <-done:
-			t.Fatalf("agent: %v", err)
-		}
-		err := run([]string{"map", "--agent", a}, &bytes.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), "path_probes") || !strings.Contains(err.Error(), a) {
-			t.Errorf("map --agent %s: %v, want the NIC's path_probes error naming the agent", a, err)
-		}
-		r, err := http.PostForm("http://"+a+"/deny", url.Values{"link": {"p0-t0-0--p0-t1-1"}})
-		if err != nil {
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		deny  bool
+		token string // what the request carries ("": no header)
+		want  int
+	}{
+		{"without --deny", false, "s3cret-token", http.StatusForbidden},
+		{"no token", true, "", http.StatusUnauthorized},
+		{"wrong token", true, "guess", http.StatusUnauthorized},
+		{"token prefix", true, "s3cret", http.StatusUnauthorized},
+		// The NIC refuses the link (daemontest's NIC has no path
+		// template): 400 with its reason, so the request reached it.
+		{"token", true, "s3cret-token", http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"--listen", "127.0.0.1:0", "-d", p.Sock[0]}
+			if c.deny {
+				args = append(args, "--deny", "--token-file", tokFile)
+			}
+			addr := make(chan string, 1)
+			done := make(chan error, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { done <- runAgent(ctx, args, func(a string) { addr <- a }) }()
+			var a string
+			select {
+			case a = <-addr:
+			case err := <-done:
+				t.Fatalf("agent: %v", err)
+			}
+			err := run([]string{"map", "--agent", a}, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), "path_probes") || !strings.Contains(err.Error(), a) {
+				t.Errorf("map --agent %s: %v, want the NIC's path_probes error naming the agent", a, err)
+			}
+			err = newAgentSource(a, c.token).ctl(vproto.CtlDeny, "p0-t0-0--p0-t1-1")
+			req, _ := http.NewRequest(http.MethodPost, "http://"+a+"/allow", strings.NewReader(url.Values{"link": {"p0-t0-0--p0-t1-1"}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			r, herr := http.DefaultClient.Do(req)
+			if herr != nil {
+				t.Fatal(herr)
+			}
+			r.Body.Close()
+			if r.StatusCode != c.want {
+				t.Errorf("allow via agent: HTTP %d, want %d", r.StatusCode, c.want)
+			}
+			if err == nil {
+				t.Errorf("deny via agent: no error, want HTTP %d's", c.want)
+			} else if c.want == http.StatusUnauthorized && !strings.Contains(err.Error(), "token") {
+				t.Errorf("deny via agent without the token: %v, want an error saying to send the token", err)
+			}
+			if err := newAgentSource("127.0.0.1:1", "").ctl(vproto.CtlDeny, "x"); err == nil {
+				t.Error("an agent address with nobody listening gave no error")
+			}
+			cancel() // as SIGTERM does
+			if err := <-done; err != nil {
+				t.Fatalf("agent stopped with %v", err)
+			}
+		})
+	}
+}
+
+// TestTokenFile: a token file others can read, an empty one, or both
+// flags are refused; the token is the file's content without the newline.
+func TestTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(content), mode); err != nil {
 			t.Fatal(err)
 		}
-		r.Body.Close()
-		// Without --deny: forbidden. With it: the NIC refuses the link
-		// (daemontest's NIC has no path template), 400 with its reason.
-		want := map[bool]int{false: http.StatusForbidden, true: http.StatusBadRequest}[deny]
-		if r.StatusCode != want {
-			t.Errorf("deny via agent (--deny %v): HTTP %d, want %d", deny, r.StatusCode, want)
-		}
-		if err := newAgentSource("127.0.0.1:1").ctl(vproto.CtlDeny, "x"); err == nil {
-			t.Error("an agent address with nobody listening gave no error")
-		}
-		cancel() // as SIGTERM does
-		if err := <-done; err != nil {
-			t.Fatalf("agent stopped with %v", err)
+		os.Chmod(f, mode)
+		return f
+	}
+	for _, c := range []struct {
+		flags   tokenFlags
+		want    string
+		wantErr string
+	}{
+		{tokenFlags{file: write("ok", "abc\n", 0o600)}, "abc", ""},
+		{tokenFlags{file: write("open", "abc", 0o644)}, "", "chmod 600"},
+		{tokenFlags{file: write("empty", "\n", 0o600)}, "", "empty"},
+		{tokenFlags{file: "x", value: "y"}, "", "not both"},
+		{tokenFlags{value: "y"}, "y", ""},
+		{tokenFlags{}, "", ""},
+	} {
+		got, err := c.flags.load()
+		if got != c.want || (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("load(%+v) = %q, %v; want %q, error with %q", c.flags, got, err, c.want, c.wantErr)
 		}
 	}
 }
@@ -131,7 +200,8 @@ func TestWatchMetrics(t *testing.T) {
 			if j == 1 {
 				lost = 64
 			}
-			s := pathprobe.Stats{Target: pathprobe.Target{Host: h, Plane: 0, T0: "p0-t0-0", T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64}
+			s := pathprobe.Stats{Target: pathprobe.Target{Host: h, Plane: 0, T0: "p0-t0-0", T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64,
+				LongSent: 256, LongLost: 4 * lost, LongLoss: float64(lost) / 64}
 			if j >= 0 {
 				s.T1Sw = "p0-t1-" + string(rune('0'+j))
 			}
@@ -194,7 +264,8 @@ func (h phasedHost) stats() ([]pathprobe.Stats, error) {
 		if j == 1 && r >= 3 && r <= 5 {
 			lost = 64
 		}
-		s := pathprobe.Stats{Target: pathprobe.Target{Host: h.host, Plane: 0, T0: h.t0, T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64}
+		s := pathprobe.Stats{Target: pathprobe.Target{Host: h.host, Plane: 0, T0: h.t0, T1: j}, WinSent: 64, WinLost: lost, Loss: float64(lost) / 64,
+			LongSent: 256, LongLost: 4 * lost, LongLoss: float64(lost) / 64}
 		if j >= 0 {
 			s.T1Sw = fmt.Sprintf("p0-t1-%d", j)
 		}

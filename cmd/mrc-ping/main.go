@@ -3,9 +3,11 @@
 // (plane and T1 chosen by --ev or --path) through its AF_XDP port, HOST's
 // NIC answers along its own path back on the same plane and T1, and the
 // local NIC timestamps both ends. With --hop K the probe instead loops
-// back to this host at the K-th switch of the path (docs/operations.md).
+// back to this host at the K-th switch of the path; with --back T1 HOST's
+// NIC reflects it along a return path through T1 index T1 that this host
+// names (docs/operations.md).
 //
-//	mrc-ping [-d SOCKET] [--ev N | --path PLANE,T1] [--hop K] [-c COUNT] [-i INTERVAL] [-W TIMEOUT] HOST
+//	mrc-ping [-d SOCKET] [--ev N | --path PLANE,T1] [--hop K | --back T1] [-c COUNT] [-i INTERVAL] [-W TIMEOUT] HOST
 package main
 
 import (
@@ -15,17 +17,19 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/oamflag"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 func main() {
 	err := run(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return // the usage is printed
+	}
 	var lost errAllLost
 	if errors.As(err, &lost) {
 		os.Exit(1)
@@ -40,81 +44,52 @@ type errAllLost struct{}
 
 func (errAllLost) Error() string { return "no probe answered" }
 
-const usage = `usage: mrc-ping [-d SOCKET] [--ev N | --path PLANE,T1] [--hop K] [-c COUNT] [-i INTERVAL] [-W TIMEOUT] HOST
+const usage = `usage: mrc-ping [-d SOCKET] [--ev N | --path PLANE,T1] [--hop K | --back T1] [-c COUNT] [-i INTERVAL] [-W TIMEOUT] HOST
 
 Sends OAM echo requests along one exact uSID path to HOST (a name of the
 NIC's path template, e.g. h3, or one of its addresses) through mrc-nicd's
 AF_XDP port, and prints the round-trip time of each, then min/avg/max/mdev
-and the loss, as ping does. Exit status 0 when at least one probe was
-answered, 1 when none, 2 on errors.
+and the loss, as ping does. HOST's NIC answers along its own path on the
+same plane and T1. With --hop K the probe loops back at the K-th switch
+instead; with --back T1 HOST's NIC reflects it unanswered along the
+return path this host chose (same plane, through T1 index T1), so both
+halves of the round trip are exact. Exit status 0 when at least one probe
+was answered, 1 when none, 2 on errors.
 
 `
 
-// ParseEV reads --ev or --path into an EV (the path's EV has entropy 0).
-func parseEV(ev, path string) (wire.EV, error) {
-	switch {
-	case ev != "" && path != "":
-		return 0, errors.New("give --ev or --path, not both")
-	case ev != "":
-		v, err := strconv.ParseUint(ev, 0, 32)
-		if err != nil {
-			return 0, fmt.Errorf("--ev %q: want an EV number (hex with 0x)", ev)
-		}
-		return wire.EV(v), nil
-	case path != "":
-		p, t, ok := strings.Cut(path, ",")
-		pl, err1 := strconv.ParseUint(p, 0, 4)
-		t1, err2 := strconv.ParseUint(t, 0, 8)
-		if !ok || err1 != nil || err2 != nil {
-			return 0, fmt.Errorf("--path %q: want PLANE,T1 (e.g. 0,1)", path)
-		}
-		return wire.MakeEV(wire.Plane(pl), uint8(t1), 0), nil
-	}
-	return wire.MakeEV(0, 0, 0), nil
-}
-
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("mrc-ping", flag.ContinueOnError)
-	dev := os.Getenv("MRC_DEVICE")
-	if dev == "" {
-		dev = "/run/mrc/nic.sock"
-	}
-	fs.StringVar(&dev, "d", dev, "mrc-nicd's device socket (env MRC_DEVICE)")
-	evFlag := fs.String("ev", "", "the EV whose path to follow (its plane and T1 index); default plane 0, T1 0")
-	pathFlag := fs.String("path", "", "PLANE,T1: the path of plane PLANE through T1 index T1")
+	of := oamflag.Register(fs, false, time.Second)
 	hop := fs.Int("hop", 0, "loop back to this host at the K-th switch of the path instead of echoing at HOST (1 = the local T0)")
+	back := fs.Int("back", -1, "reflect at HOST and come back through T1 index `T1` of the same plane (a round trip whose both halves this host names); -1: HOST's NIC echoes over its own path")
 	count := fs.Int("c", 5, "probes to send (1..100000)")
 	interval := fs.Duration("i", time.Second, "interval between probes (at least 1ms)")
-	wait := fs.Duration("W", time.Second, "time to wait for each answer (at most 10s)")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	ev, host, err := of.Parse(fs, usage, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("want exactly one HOST")
-	}
-	host := fs.Arg(0)
 	if *count < 1 || *count > 100000 {
 		return fmt.Errorf("-c %d: want 1..100000", *count)
 	}
 	if *interval < time.Millisecond {
 		return fmt.Errorf("-i %v: at least 1ms", *interval)
 	}
-	if *wait <= 0 || *wait > 10*time.Second {
-		return fmt.Errorf("-W %v: want (0, 10s]", *wait)
+	reflect := *back >= 0
+	if reflect && *hop != 0 {
+		return errors.New("--back and --hop: a reflected probe goes to HOST and back, it is not cut at a hop")
 	}
-	ev, err := parseEV(*evFlag, *pathFlag)
-	if err != nil {
-		return err
+	if *back < -1 || *back > 255 {
+		return fmt.Errorf("--back %d: want a T1 index (0..255)", *back)
 	}
-	d, err := verbs.Open(dev)
+	wait := &of.Wait
+	d, err := verbs.Open(of.Dev)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	var hops []vproto.OAMHop
-	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev)}, &hops); err != nil {
+	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev), Reflect: reflect, Back: *back}, &hops); err != nil {
 		return err
 	}
 	h := hops[len(hops)-1]
@@ -125,17 +100,22 @@ func run(args []string, out io.Writer) error {
 		h = hops[*hop-1]
 	}
 	what := "echo at " + h.Name
-	if h.Kind == "loop" {
+	via := strings.Join(h.Via, " ")
+	switch {
+	case h.Kind == "loop":
 		what = fmt.Sprintf("loop back at hop %d, %s", h.Hop, h.Name)
+	case reflect:
+		what = fmt.Sprintf("reflected at %s, back through T1 %d", h.Name, *back)
+		via += " | back " + strings.Join(h.Back, " ")
 	}
-	fmt.Fprintf(out, "MRC-PING %s: EV %v (plane %d, T1 %d), %s, uSIDs %s\n", host, ev, h.Plane, h.T1, what, strings.Join(h.Via, " "))
+	fmt.Fprintf(out, "MRC-PING %s: EV %v (plane %d, T1 %d), %s, uSIDs %s\n", host, ev, h.Plane, h.T1, what, via)
 	var rtts []float64
 	start := time.Now()
 	for seq := 1; seq <= *count; seq++ {
 		t0 := time.Now()
 		var r vproto.OAMResult
 		if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMProbe, Peer: host, EV: uint32(ev), Hop: *hop, QPN: uint32(seq),
-			TimeoutMS: int(wait.Milliseconds())}, &r); err != nil {
+			Reflect: reflect, Back: *back, TimeoutMS: int(wait.Milliseconds())}, &r); err != nil {
 			return err
 		}
 		if r.OK {

@@ -6,29 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 )
-
-func TestParseEV(t *testing.T) {
-	for _, c := range []struct {
-		ev, path string
-		want     wire.EV
-		bad      bool
-	}{
-		{"", "", wire.MakeEV(0, 0, 0), false},
-		{"0x10200003", "", 0x10200003, false},
-		{"", "1,1", wire.MakeEV(1, 1, 0), false},
-		{"1", "1,1", 0, true},
-		{"zz", "", 0, true},
-		{"", "1", 0, true},
-	} {
-		got, err := parseEV(c.ev, c.path)
-		if (err != nil) != c.bad || (!c.bad && got != c.want) {
-			t.Errorf("parseEV(%q, %q) = %v, %v", c.ev, c.path, got, err)
-		}
-	}
-}
 
 // TestArgsAndErrors: bad arguments are refused before anything is sent;
 // a NIC without a path template says why it cannot ping.
@@ -43,6 +22,10 @@ func TestArgsAndErrors(t *testing.T) {
 		{[]string{"-W", "1m", "h1"}, "-W"},
 		{[]string{}, "one HOST"},
 		{[]string{"-d", p.Sock[0], "h1"}, "srv6"},
+		{[]string{"-d", p.Sock[0], "--back", "0", "h1"}, "srv6"},
+		{[]string{"--back", "0", "--hop", "1", "h1"}, "--back and --hop"},
+		{[]string{"--back", "256", "h1"}, "--back 256"},
+		{[]string{"--ev", "1", "--path", "0,0", "h1"}, "not both"},
 		{[]string{"-d", "/nonexistent.sock", "h1"}, "is mrc-nicd running"},
 	} {
 		err := run(c.args, &bytes.Buffer{})
@@ -54,7 +37,7 @@ func TestArgsAndErrors(t *testing.T) {
 	if err := run([]string{"-h"}, &bytes.Buffer{}); err != flag.ErrHelp {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, f := range []string{"-ev", "-path", "-hop", "-c", "-i", "-W", "-d"} {
+	for _, f := range []string{"-ev", "-path", "-hop", "-back", "-c", "-i", "-W", "-d"} {
 		if !strings.Contains(usage, strings.TrimPrefix(f, "-")) {
 			t.Errorf("usage does not mention %s", f)
 		}

@@ -14,17 +14,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/oamflag"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "mrc-traceroute:", err)
 		os.Exit(1)
 	}
@@ -42,50 +40,17 @@ where the probes stop. Exit status 0 when HOST answered, 1 otherwise.
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("mrc-traceroute", flag.ContinueOnError)
-	dev := os.Getenv("MRC_DEVICE")
-	if dev == "" {
-		dev = "/run/mrc/nic.sock"
-	}
-	fs.StringVar(&dev, "d", dev, "mrc-nicd's device socket (env MRC_DEVICE)")
-	evFlag := fs.String("ev", "", "the EV whose path to trace (required unless --path)")
-	pathFlag := fs.String("path", "", "PLANE,T1: trace the path of plane PLANE through T1 index T1")
+	of := oamflag.Register(fs, true, 500*time.Millisecond)
 	q := fs.Int("q", 3, "probes per hop (1..10)")
-	wait := fs.Duration("W", 500*time.Millisecond, "time to wait for each probe (at most 10s)")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	ev, host, err := of.Parse(fs, usage, args)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("want exactly one HOST")
 	}
 	if *q < 1 || *q > 10 {
 		return fmt.Errorf("-q %d: want 1..10", *q)
 	}
-	if *wait <= 0 || *wait > 10*time.Second {
-		return fmt.Errorf("-W %v: want (0, 10s]", *wait)
-	}
-	var ev wire.EV
-	switch {
-	case (*evFlag == "") == (*pathFlag == ""):
-		return errors.New("give --ev N or --path PLANE,T1")
-	case *evFlag != "":
-		v, err := strconv.ParseUint(*evFlag, 0, 32)
-		if err != nil {
-			return fmt.Errorf("--ev %q: want an EV number (hex with 0x)", *evFlag)
-		}
-		ev = wire.EV(v)
-	default:
-		p, t, ok := strings.Cut(*pathFlag, ",")
-		pl, err1 := strconv.ParseUint(p, 0, 4)
-		t1, err2 := strconv.ParseUint(t, 0, 8)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("--path %q: want PLANE,T1 (e.g. 0,1)", *pathFlag)
-		}
-		ev = wire.MakeEV(wire.Plane(pl), uint8(t1), 0)
-	}
-	host := fs.Arg(0)
-	d, err := verbs.Open(dev)
+	wait := &of.Wait
+	d, err := verbs.Open(of.Dev)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,7 @@ package fabricsim
 
 import (
 	"encoding/binary"
+	"github.com/softmrc/softmrc/internal/flowhash"
 	"net/netip"
 
 	"github.com/softmrc/softmrc/internal/wire"
@@ -210,40 +211,28 @@ func (m *SwitchModel) Forward(frame []byte) (port int, drop Reason) {
 	return g[ECMPHash(frame)%uint32(len(g))], 0
 }
 
-// ECMPHash is the flow hash of the ECMP groups: FNV-1a (32 bit) over the
-// outer source (16 bytes), outer destination (16), the flow label (3 bytes,
-// big endian, 20 bits) and the UDP source port (2 bytes) of the UDP header
-// behind the innermost IPv6 header (0 when there is none). The XDP switch
-// computes the same function so both pick the same member.
+// ECMPHash is the flow hash of the ECMP groups (internal/flowhash, the
+// function the XDP switch computes, so both pick the same member) over the
+// outer source, the outer destination, the flow label and the UDP source port
+// of the UDP header behind the innermost IPv6 header (0 when there is none).
 func ECMPHash(frame []byte) uint32 {
-	h := uint32(fnvOffset)
 	ip := frame[wire.EthLen:]
-	h = fnv(h, ip[8:40]...)
+	var src, dst [16]byte
+	copy(src[:], ip[8:24])
+	copy(dst[:], ip[24:40])
 	fl := wire.IPv6(ip).FlowLabel()
-	h = fnv(h, byte(fl>>16), byte(fl>>8), byte(fl))
 	inner := wire.EthLen
 	if ip[6] == wire.ProtoIPv6 {
 		if len(frame) < inner+2*wire.IPv6Len || frame[inner+wire.IPv6Len]>>4 != 6 {
-			return fnv(h, 0, 0)
+			return flowhash.Sum(src, dst, fl, 0)
 		}
 		inner += wire.IPv6Len
 	}
-	var s0, s1 byte
+	var sport uint16
 	if frame[inner+6] == wire.ProtoUDP && len(frame) >= inner+wire.IPv6Len+wire.UDPLen {
-		s0, s1 = frame[inner+wire.IPv6Len], frame[inner+wire.IPv6Len+1]
+		sport = uint16(frame[inner+wire.IPv6Len])<<8 | uint16(frame[inner+wire.IPv6Len+1])
 	}
-	return fnv(h, s0, s1)
-}
-
-const fnvOffset, fnvPrime = 2166136261, 16777619
-
-// fnv is FNV-1a over b, continuing from h.
-func fnv(h uint32, b ...byte) uint32 {
-	for _, c := range b {
-		h ^= uint32(c)
-		h *= fnvPrime
-	}
-	return h
+	return flowhash.Sum(src, dst, fl, sport)
 }
 
 // QueueState is what Admit needs to know of an egress port.

@@ -624,7 +624,7 @@ func (d *Daemon) daemonCounters() map[string]uint64 {
 		"rx_frames": d.c.rxFrames.Load(), "tx_frames": d.c.txFrames.Load(), "tx_queue_full": d.c.txBacklogFull.Load(),
 		"post_errors": d.c.postErrors.Load(), "not_owner": d.c.badOwner.Load(), "cqes": d.c.cqes.Load(),
 		"sessions": d.svc.Sessions.Load(), "cq_overruns": d.svc.Overruns.Load(), "bad_messages": d.svc.BadMessages.Load(),
-		"oam_sent": d.oam.sent, "oam_answered": d.oam.answered, "oam_echoed": d.oam.echoed,
+		"oam_sent": d.oam.sent, "oam_answered": d.oam.answered, "oam_echoed": d.oam.echoed, "oam_reflected": d.oam.reflected,
 		"oam_unknown": d.oam.unknown, "oam_bad": d.oam.bad, "path_probes_sent": d.oam.pathSent, "path_probes_received": d.oam.pathRecv,
 		"telemetry_ticks": d.tele.ticks.Load(), "telemetry_skipped": d.tele.skipped.Load(),
 		"telemetry_dropped": d.tele.dropped.Load(), "telemetry_missed": d.tele.missed.Load(),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +24,8 @@ type oamState struct {
 	nextID  uint32
 	pending map[uint32]chan oamAnswer
 	// Counters.
-	sent, answered, echoed, unknown, bad uint64
-	pathSent, pathRecv                   uint64
+	sent, answered, echoed, reflected, unknown, bad uint64
+	pathSent, pathRecv                              uint64
 }
 
 type oamAnswer struct {
@@ -66,14 +67,31 @@ func (d *Daemon) oamTrace(req vproto.CtlRequest) ([]vproto.OAMHop, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	var back []uint16
+	if req.Reflect {
+		if req.Back < 0 || req.Back >= d.tmpl.T1Count {
+			return nil, 0, fmt.Errorf("return T1 index %d: the template has 0..%d", req.Back, d.tmpl.T1Count-1)
+		}
+		last := &hs[len(hs)-1]
+		if last.Via, back, err = oam.RoundTrip(d.tmpl, peer, ev, uint8(req.Back), self); err != nil {
+			return nil, 0, err
+		}
+		last.Kind = oam.Reflect
+	}
+	hex := func(us []uint16) []string {
+		var s []string
+		for _, u := range us {
+			s = append(s, fmt.Sprintf("%04x", u))
+		}
+		return s
+	}
 	out := make([]vproto.OAMHop, len(hs))
 	for i, h := range hs {
-		via := make([]string, len(h.Via))
-		for k, u := range h.Via {
-			via[k] = fmt.Sprintf("%04x", u)
-		}
-		out[i] = vproto.OAMHop{Hop: i + 1, Name: h.Name, USID: fmt.Sprintf("%04x", h.USID), Via: via, Kind: h.Kind.String(),
+		out[i] = vproto.OAMHop{Hop: i + 1, Name: h.Name, USID: fmt.Sprintf("%04x", h.USID), Via: hex(h.Via), Kind: h.Kind.String(),
 			Plane: pl, T1: int(ev.T1())}
+	}
+	if back != nil {
+		out[len(out)-1].Back = hex(back)
 	}
 	return out, peer, nil
 }
@@ -131,6 +149,9 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	if err != nil {
 		return nil, 0, vproto.OAMResult{}, err
 	}
+	if req.Reflect && req.Hop != 0 {
+		return nil, 0, vproto.OAMResult{}, errors.New("a reflected probe goes to the peer and back; it has no hop")
+	}
 	k := req.Hop
 	if k == 0 {
 		k = len(hops)
@@ -142,19 +163,22 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	ev := wire.EV(req.EV)
 	pl := int(ev.Plane())
 	i := d.byPlane[pl]
-	usids := make([]uint16, len(h.Via))
-	for n, s := range h.Via {
-		var v uint16
-		fmt.Sscanf(s, "%04x", &v)
-		usids[n] = v
+	kind := oam.Loop
+	switch h.Kind {
+	case oam.EchoRequest.String():
+		kind = oam.EchoRequest
+	case oam.Reflect.String():
+		kind = oam.Reflect
 	}
-	dst, err := d.tmpl.Format().Build(d.tmpl.BlockAddr(), usids...)
+	dst, err := d.container(h.Via)
 	if err != nil {
 		return nil, 0, vproto.OAMResult{}, err
 	}
-	kind := oam.Loop
-	if h.Kind == oam.EchoRequest.String() {
-		kind = oam.EchoRequest
+	var ret wire.Addr128
+	if kind == oam.Reflect {
+		if ret, err = d.container(h.Back); err != nil {
+			return nil, 0, vproto.OAMResult{}, err
+		}
 	}
 	if d.oam.pending == nil {
 		d.oam.pending = map[uint32]chan oamAnswer{}
@@ -163,7 +187,7 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	id := d.oam.nextID
 	port := d.cfg.Ports[i]
 	target := wire.Addr128FromNetip(port.Address)
-	if kind == oam.EchoRequest {
+	if kind == oam.EchoRequest || kind == oam.Reflect {
 		if a, err := d.tmpl.PeerAddrs(peer); err == nil {
 			target = a[pl]
 		}
@@ -174,7 +198,7 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	}
 	n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
 		Src: wire.Addr128FromNetip(port.Address), Dst: dst, Target: target},
-		oam.Probe{Kind: kind, ID: id, Seq: uint32(req.QPN), EV: ev, TxTime: int64(d.now())})
+		oam.Probe{Kind: kind, ID: id, Seq: uint32(req.QPN), EV: ev, TxTime: int64(d.now()), Return: ret})
 	if err != nil {
 		return nil, 0, vproto.OAMResult{}, err
 	}
@@ -183,6 +207,19 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	d.oam.pending[id] = ch
 	d.oam.sent++
 	return ch, id, vproto.OAMResult{Hop: h, Target: target.String()}, nil
+}
+
+// container builds the uSID container of hex uSIDs (as OAMHop lists them).
+func (d *Daemon) container(hex []string) (wire.Addr128, error) {
+	usids := make([]uint16, len(hex))
+	for n, s := range hex {
+		v, err := strconv.ParseUint(s, 16, 16)
+		if err != nil {
+			return wire.Addr128{}, fmt.Errorf("uSID %q: %w", s, err)
+		}
+		usids[n] = uint16(v)
+	}
+	return d.tmpl.Format().Build(d.tmpl.BlockAddr(), usids...)
 }
 
 // handleOAM takes an OAM frame off port i (loop goroutine): a loop or
@@ -202,7 +239,7 @@ func (d *Daemon) handleOAM(i int, frame []byte) {
 		return
 	}
 	switch p.Kind {
-	case oam.Loop, oam.EchoReply:
+	case oam.Loop, oam.EchoReply, oam.Reflected:
 		ch, ok := d.oam.pending[p.ID]
 		if !ok {
 			d.oam.unknown++ // answered after its timeout, or not ours
@@ -243,5 +280,32 @@ func (d *Daemon) handleOAM(i int, frame []byte) {
 			d.txq[i].push(n)
 			d.oam.echoed++
 		}
+	case oam.Reflect:
+		d.reflectOAM(i, p, src)
+	}
+}
+
+// reflectOAM sends a Reflect probe back to its sender along the return
+// container the sender chose, out of the port it came in on (the probe's
+// plane), as Reflected: this NIC acts as the turning point of a path
+// that its sender names whole. The container must lie in the fabric's
+// uSID block, so a probe cannot make this NIC send anywhere else, and a
+// probe is reflected once.
+func (d *Daemon) reflectOAM(i int, p oam.Probe, src wire.Addr128) {
+	if d.tmpl == nil || p.Return.IsZero() || !oam.InBlock(p.Return, d.tmpl.BlockAddr(), d.tmpl.BlockBits) {
+		d.oam.bad++
+		return
+	}
+	port := d.cfg.Ports[i]
+	dst := p.Return
+	p.Kind, p.Return = oam.Reflected, wire.Addr128{}
+	buf := d.txq[i].slot()
+	if buf == nil {
+		return // the port's queue is full: the probe is lost, as on any busy link
+	}
+	n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC, Src: src, Dst: dst, Target: src}, p)
+	if err == nil {
+		d.txq[i].push(n)
+		d.oam.reflected++
 	}
 }

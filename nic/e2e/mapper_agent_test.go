@@ -31,11 +31,17 @@ func TestTestbedMapperAgents(t *testing.T) {
 	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, hosts...)
 	testbed := filepath.Join(tb.bin, "mrc-testbed")
 	var agents []string
+	token := filepath.Join(tb.dir, "mapper.token")
+	if err := os.WriteFile(token, []byte("e2e-shared-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range hosts {
+		// No --listen: the agent binds its management address (mgmt0's)
+		// at port 9470 by itself, and only that.
 		addr := net.JoinHostPort(planField(t, tb.plan, h, "mgmt_addr"), "9470")
 		var log lockedBuffer
 		c := exec.Command(testbed, "exec", "--dir", tb.dir, h, "--",
-			filepath.Join(tb.bin, "mrc-mapper"), "agent", "--listen", addr, "-d", tb.hosts[h].cfg.DeviceSocket, "--deny")
+			filepath.Join(tb.bin, "mrc-mapper"), "agent", "-d", tb.hosts[h].cfg.DeviceSocket, "--deny", "--token-file", token)
 		c.Stdout, c.Stderr = &log, &log
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
@@ -76,6 +82,15 @@ func TestTestbedMapperAgents(t *testing.T) {
 	if err != nil || strings.Count(string(out), " good ") != 16 {
 		t.Fatalf("map over 4 agents: %v, want 16 good links:\n%s", err, out)
 	}
+	// From h0, have h1's NIC (through its agent) probe a round trip
+	// through h2 and back over the other T1.
+	h1Agent := net.JoinHostPort(planField(t, tb.plan, "h1", "mgmt_addr"), "9470")
+	out, err = exec.Command(testbed, "exec", "--dir", tb.dir, "h0", "--", filepath.Join(tb.bin, "mrc-mapper"), "roundtrip",
+		"--agent", h1Agent, "--via", "h2", "--path", "1,0", "--back", "1", "-c", "5", "-i", "5ms").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "5 probes sent, 5 received") || !strings.Contains(string(out), "out T1 0, back T1 1") {
+		t.Fatalf("roundtrip through h1's agent via h2: %v\n%s", err, out)
+	}
+	t.Logf("roundtrip through h1's agent:\n%s", out)
 	const link = "p1-t0-1--p1-t1-0"
 	tb.fault(t, link, "blackhole")
 	defer tb.fault(t, link, "clear")
@@ -122,11 +137,26 @@ func TestTestbedMapperAgents(t *testing.T) {
 	if red+orange < 50 {
 		t.Fatalf("map --png %s: %d red and %d orange pixels, want the bad link drawn", pic, red, orange)
 	}
-	w, err := collector("watch", "--deny", "--interval", "50ms", "--duration", "1s", "--hold", "10s").CombinedOutput()
+	// A collector without the agents' token changes nothing: every
+	// agent refuses its deny (HTTP 401) and the NICs' denylists stay
+	// empty.
+	w, err := collector("watch", "--deny", "--token", "not-the-token", "--interval", "50ms", "--duration", "300ms").CombinedOutput()
+	if err != nil || !strings.Contains(string(w), "deny link "+link+" on 0 NICs") || !strings.Contains(string(w), "token") {
+		t.Fatalf("watch --deny over the agents with a wrong token: %v, want every agent to refuse it\n%s", err, w)
+	}
+	var rows []vproto.DenyRow
+	for _, h := range hosts {
+		if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 0 {
+			t.Fatalf("%s's denylist after a deny without the token: %+v, want empty", h, rows)
+		}
+	}
+	w, err = collector("watch", "--deny", "--token-file", token, "--interval", "50ms", "--duration", "1s", "--hold", "10s").CombinedOutput()
 	if err != nil || !strings.Contains(string(w), "deny link "+link+" on 4 NICs") {
 		t.Fatalf("watch --deny over the agents: %v\n%s", err, w)
 	}
-	var rows []vproto.DenyRow
 	if err := ctlJSON(tb.hosts["h3"].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
 		t.Fatal(err)
 	}

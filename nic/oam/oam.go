@@ -6,7 +6,7 @@
 // Frame (docs/wire-format.md, "OAM probe"):
 //
 //	Ethernet | outer IPv6 (next header 41, dst = uSID container)
-//	         | inner IPv6 (next header UDP, src = sender, dst = target) | UDP (dst 4793) | OAM (32 bytes)
+//	         | inner IPv6 (next header UDP, src = sender, dst = target) | UDP (dst 4793) | OAM (48 bytes)
 //
 // IPv6-in-IPv6 like MRC's own SRv6 frames, so that the NICs' steering
 // programs hand it to AF_XDP by the outer destination (the locator).
@@ -31,8 +31,8 @@ const UDPPort = 4793
 // Magic starts every OAM payload ("MRCO").
 const Magic = 0x4d52434f
 
-// Version of the OAM payload.
-const Version = 1
+// Version of the OAM payload (2: 48 bytes, with the return container).
+const Version = 2
 
 // Kind is what a probe is.
 type Kind uint8
@@ -46,6 +46,13 @@ const (
 	EchoRequest Kind = 2
 	// EchoReply answers an EchoRequest.
 	EchoReply Kind = 3
+	// Reflect: the path ends at another host, whose NIC sends the probe
+	// back unanswered along the exact uSID path the sender put in
+	// Probe.Return (host → … → another host → back, both halves chosen
+	// by the sender), as Reflected.
+	Reflect Kind = 4
+	// Reflected is a Reflect probe on its way back to its sender.
+	Reflected Kind = 5
 )
 
 func (k Kind) String() string {
@@ -56,6 +63,10 @@ func (k Kind) String() string {
 		return "echo-request"
 	case EchoReply:
 		return "echo-reply"
+	case Reflect:
+		return "reflect"
+	case Reflected:
+		return "reflected"
 	}
 	return fmt.Sprintf("kind-%d", uint8(k))
 }
@@ -71,6 +82,9 @@ type Probe struct {
 	EV wire.EV
 	// TxTime is the sender's clock at sending (ns), echoed unchanged.
 	TxTime int64
+	// Return is the uSID container a Reflect probe goes back on (the
+	// outer destination the reflecting NIC gives it); zero otherwise.
+	Return wire.Addr128
 }
 
 // Header sizes.
@@ -78,7 +92,7 @@ const (
 	ethLen     = 14
 	ipv6Len    = 40
 	udpLen     = 8
-	payloadLen = 32
+	payloadLen = 48
 	innerOff   = ethLen + ipv6Len
 	udpOff     = innerOff + ipv6Len
 	// FrameLen is the length of every OAM frame.
@@ -139,6 +153,7 @@ func Build(b []byte, n Net, p Probe) (int, error) {
 	binary.BigEndian.PutUint32(pl[16:20], uint32(p.EV))
 	binary.BigEndian.PutUint64(pl[20:28], uint64(p.TxTime))
 	binary.BigEndian.PutUint32(pl[28:32], 0)
+	p.Return.Put(pl[32:48])
 	binary.BigEndian.PutUint16(u[6:8], udpChecksum(in[8:40], u[:udpLen+payloadLen]))
 	return FrameLen, nil
 }
@@ -187,8 +202,9 @@ func Parse(frame []byte) (Probe, wire.Addr128, error) {
 		return Probe{}, wire.Addr128{}, fmt.Errorf("%w: magic %#x version %d", ErrNotProbe, binary.BigEndian.Uint32(pl[0:4]), pl[4])
 	}
 	p := Probe{Kind: Kind(pl[5]), ID: binary.BigEndian.Uint32(pl[8:12]), Seq: binary.BigEndian.Uint32(pl[12:16]),
-		EV: wire.EV(binary.BigEndian.Uint32(pl[16:20])), TxTime: int64(binary.BigEndian.Uint64(pl[20:28]))}
-	if p.Kind < Loop || p.Kind > EchoReply {
+		EV: wire.EV(binary.BigEndian.Uint32(pl[16:20])), TxTime: int64(binary.BigEndian.Uint64(pl[20:28])),
+		Return: wire.Addr128FromSlice(pl[32:48])}
+	if p.Kind < Loop || p.Kind > Reflected {
 		return Probe{}, wire.Addr128{}, fmt.Errorf("%w: kind %d", ErrNotProbe, pl[5])
 	}
 	return p, wire.Addr128FromSlice(frame[innerOff+8 : innerOff+24]), nil
@@ -248,4 +264,50 @@ func SwitchName(u uint16) string {
 		return fmt.Sprintf("p%d-t0-%d", p, idx-0x40)
 	}
 	return fmt.Sprintf("usid-%04x", u)
+}
+
+// RoundTrip is the exact path of a Reflect probe from this host to peer
+// and back: out along ev's path (plane, T1 index) to the peer's downlink,
+// back from the peer on the same plane through T1 index back (the T0s'
+// uplinks to a T1 have the same index from either side), ending at self
+// (this host's downlink uSID on that plane). Each half is one container;
+// the peer's NIC swaps the second in (docs/wire-format.md).
+func RoundTrip(t *pathtmpl.Template, peer int, ev wire.EV, back uint8, self uint16) (out, ret []uint16, err error) {
+	ps, err := t.Compile(peer)
+	if err != nil {
+		return nil, nil, err
+	}
+	if int(ev.Plane()) >= t.Planes {
+		return nil, nil, fmt.Errorf("oam: EV %v is on plane %d, the template has planes 0..%d", ev, ev.Plane(), t.Planes-1)
+	}
+	if int(back) >= t.T1Count {
+		return nil, nil, fmt.Errorf("oam: return T1 index %d, the template has 0..%d", back, t.T1Count-1)
+	}
+	out = ps.USIDs(ev)
+	// The return half is the path to the peer through T1 back, reversed:
+	// without the peer's own uSID, then self.
+	u := ps.USIDs(wire.MakeEV(ev.Plane(), back, 0))
+	for i := len(u) - 2; i >= 0; i-- {
+		ret = append(ret, u[i])
+	}
+	ret = append(ret, self)
+	if n := t.Format().Slots(); len(out) > n || len(ret) > n {
+		return nil, nil, fmt.Errorf("oam: the round trip needs %d and %d uSIDs, a container holds %d", len(out), len(ret), n)
+	}
+	return out, ret, nil
+}
+
+// InBlock reports whether container a lies in the uSID block (its first
+// bits bits equal block's): a reflecting NIC sends a probe only to
+// containers of its own fabric.
+func InBlock(a, block wire.Addr128, bits int) bool {
+	var x, y [16]byte
+	a.Put(x[:])
+	block.Put(y[:])
+	for i := 0; i < bits; i++ {
+		if (x[i/8]>>(7-i%8))&1 != (y[i/8]>>(7-i%8))&1 {
+			return false
+		}
+	}
+	return bits > 0 && bits <= 128
 }

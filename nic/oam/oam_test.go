@@ -15,8 +15,12 @@ func TestBuildParse(t *testing.T) {
 	src := wire.Addr128FromSlice([]byte{0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
 	tgt := wire.Addr128FromSlice([]byte{0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4})
 	dst := wire.Addr128FromSlice([]byte{0x5f, 0, 0, 1, 0x40, 0, 0x02, 0, 0x41, 0, 0xc1, 0, 0, 0, 0, 0})
-	for _, k := range []Kind{Loop, EchoRequest, EchoReply} {
+	ret := wire.Addr128FromSlice([]byte{0x5f, 0, 0, 1, 0x41, 0, 0x01, 0, 0x40, 0, 0xc0, 0, 0, 0, 0, 0})
+	for _, k := range []Kind{Loop, EchoRequest, EchoReply, Reflect, Reflected} {
 		p := Probe{Kind: k, ID: 0xdeadbeef, Seq: 7, EV: wire.MakeEV(1, 1, 0x12345), TxTime: 123456789}
+		if k == Reflect {
+			p.Return = ret
+		}
 		var b [FrameLen + 10]byte
 		n, err := Build(b[:], Net{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, Src: src, Dst: dst, Target: tgt}, p)
 		if err != nil || n != FrameLen {
@@ -56,21 +60,27 @@ func TestBuildParse(t *testing.T) {
 	}
 }
 
-// TestTrace: the hops of h0's paths on clos-2p, cross-T1 and T0-local, and
-// the loop containers cut at each.
-func TestTrace(t *testing.T) {
+// h0Template is h0's path template on clos-2p, h0's downlink uSID on
+// plane, and the peer indexes of h1 (under h0's T0) and h3 (across a T1).
+func h0Template(t *testing.T, plane int) (tm *pathtmpl.Template, self uint16, h1, h3 int) {
+	t.Helper()
 	tp, _ := topo.Preset("clos-2p")
 	pl, err := plan.Build(tp, plan.Options{RunDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := pl.Template(&pl.Hosts[0])
-	if err != nil {
+	if tm, err = pl.Template(&pl.Hosts[0]); err != nil {
 		t.Fatal(err)
 	}
-	self := uint16(pl.Hosts[0].Ports[1].DownlinkUSID)
-	h3, _ := tm.PeerIndex("h3")
-	h1, _ := tm.PeerIndex("h1")
+	h1, _ = tm.PeerIndex("h1")
+	h3, _ = tm.PeerIndex("h3")
+	return tm, uint16(pl.Hosts[0].Ports[plane].DownlinkUSID), h1, h3
+}
+
+// TestTrace: the hops of h0's paths on clos-2p, cross-T1 and T0-local, and
+// the loop containers cut at each.
+func TestTrace(t *testing.T) {
+	tm, self, h1, h3 := h0Template(t, 1)
 	type hop struct {
 		name string
 		usid uint16
@@ -123,7 +133,56 @@ func TestTrace(t *testing.T) {
 	if _, err := Trace(&t48, h3, wire.MakeEV(0, 0, 0), self); err == nil {
 		t.Error("a loop of 6 uSIDs accepted in a 5-slot container")
 	}
-	_ = pathtmpl.Version
+}
+
+// TestRoundTrip: the two containers of a Reflect probe from h0 on clos-2p:
+// out along the EV's path to the peer, back through the chosen T1 to h0;
+// T0-local peers come back through their shared T0.
+func TestRoundTrip(t *testing.T) {
+	tm, self, h1, h3 := h0Template(t, 0)
+	for _, c := range []struct {
+		name     string
+		peer     int
+		ev       wire.EV
+		back     uint8
+		out, ret []uint16
+	}{
+		{"cross-T1, back over the other T1", h3, wire.MakeEV(0, 1, 5), 0,
+			[]uint16{0x4000, 0x0200, 0x4100, 0xc100}, []uint16{0x4100, 0x0100, 0x4000, self}},
+		{"cross-T1, back over the same T1", h3, wire.MakeEV(0, 1, 5), 1,
+			[]uint16{0x4000, 0x0200, 0x4100, 0xc100}, []uint16{0x4100, 0x0200, 0x4000, self}},
+		{"T0-local", h1, wire.MakeEV(0, 0, 0), 1, []uint16{0x4000, 0xc100}, []uint16{0x4000, self}},
+	} {
+		out, ret, err := RoundTrip(tm, c.peer, c.ev, c.back, self)
+		if err != nil || !slices.Equal(out, c.out) || !slices.Equal(ret, c.ret) {
+			t.Errorf("%s: %04x back %04x, %v; want %04x back %04x", c.name, out, ret, err, c.out, c.ret)
+		}
+	}
+	if _, _, err := RoundTrip(tm, h3, wire.MakeEV(0, 0, 0), 2, self); err == nil {
+		t.Error("a return T1 index the template lacks accepted")
+	}
+	if _, _, err := RoundTrip(tm, h3, wire.MakeEV(5, 0, 0), 0, self); err == nil {
+		t.Error("a plane the template lacks accepted")
+	}
+}
+
+func TestInBlock(t *testing.T) {
+	block := wire.Addr128FromSlice([]byte{0x5f, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	for _, c := range []struct {
+		a    []byte
+		bits int
+		want bool
+	}{
+		{[]byte{0x5f, 0, 0, 1, 0x41, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 32, true},
+		{[]byte{0x5f, 0, 0, 2, 0x41, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 32, false},    // another fabric's block
+		{[]byte{0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 32, false},       // a host address
+		{[]byte{0x5f, 0, 0, 1, 0x41, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0, false},     // no block
+		{[]byte{0x5f, 0, 0, 0x01, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 33, false}, // differs in bit 33
+	} {
+		if got := InBlock(wire.Addr128FromSlice(c.a), block, c.bits); got != c.want {
+			t.Errorf("InBlock(%x, /%d) = %v, want %v", c.a, c.bits, got, c.want)
+		}
+	}
 }
 
 func TestSwitchName(t *testing.T) {

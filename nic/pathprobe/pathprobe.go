@@ -32,8 +32,24 @@ func (t Target) Name() string {
 	return fmt.Sprintf("p%d/t1-%d", t.Plane, t.T1)
 }
 
-// Window is how many of the latest probes of a target Stats cover.
+// Window is how many of the latest probes of a target Stats cover: the
+// loss, the RTTs and a dead link are judged on it.
 const Window = 64
+
+// LongWindow is the longer window (4 Windows) that keeps a lossy loop
+// lossy. At a few % loss a Window of 64 holds a single loss (1.6 %, under
+// LossyAt) often: at 5 % one time in six. Judged on it alone, a lossy
+// link flickered back to good between maps, and 4 such links at once (or
+// a lossy switch, whose every loop must be bad together) showed together
+// only after up to 2 s even on an idle machine (TestDetectionRounds). A
+// loop is lossy when its short window is at LossyAt, or when the long one
+// is and the short one still holds a loss: the short window names a fault
+// fast, the long one bridges the moments its single loss reads 1.6 % (at
+// 5 % the long window holds ≤ 5 of 256 lost one time in 60). A repaired
+// link is good again once its short window is clean (64 rounds), as
+// before: a long window alone would keep it lossy for 256 rounds, which
+// a starved VM stretched past 5 s.
+const LongWindow = 4 * Window
 
 type sample struct {
 	seq  uint32
@@ -76,8 +92,8 @@ func (p *Prober) Due(now time.Duration, dst []Probe) []Probe {
 	for i := range p.Targets {
 		p.seq++
 		w := append(p.win[i], sample{seq: p.seq, sent: now, rtt: -1})
-		if len(w) > Window {
-			w = w[len(w)-Window:]
+		if len(w) > LongWindow {
+			w = w[len(w)-LongWindow:]
 		}
 		p.win[i] = w
 		p.sent[i]++
@@ -94,7 +110,7 @@ func (p *Prober) Received(i int, seq uint32, now time.Duration) {
 	if i < 0 || i >= len(p.win) {
 		return
 	}
-	for k := range p.win[i] {
+	for k := len(p.win[i]) - 1; k >= 0; k-- { // answers come back in order: the newest first
 		s := &p.win[i][k]
 		if s.seq == seq && s.rtt < 0 {
 			s.rtt = now - s.sent
@@ -110,7 +126,10 @@ type Stats struct {
 	Sent, Received uint64  // since start
 	WinSent        int     `json:"win_sent"` // probes in the window old enough to judge
 	WinLost        int     `json:"win_lost"`
-	Loss           float64 `json:"loss"` // WinLost / WinSent
+	Loss           float64 `json:"loss"`      // WinLost / WinSent
+	LongSent       int     `json:"long_sent"` // the same over LongWindow
+	LongLost       int     `json:"long_lost"`
+	LongLoss       float64 `json:"long_loss"`
 	RTTMin         float64 `json:"rtt_min_us"`
 	RTTAvg         float64 `json:"rtt_avg_us"`
 	RTTMax         float64 `json:"rtt_max_us"`
@@ -124,8 +143,16 @@ func (p *Prober) Stats(now time.Duration) []Stats {
 		s := Stats{Target: t, Sent: p.sent[i], Received: p.recv[i]}
 		var sum time.Duration
 		n := 0
-		for _, x := range p.win[i] {
+		w := p.win[i]
+		for k, x := range w {
 			if x.rtt < 0 && now-x.sent < p.Timeout {
+				continue
+			}
+			s.LongSent++
+			if x.rtt < 0 {
+				s.LongLost++
+			}
+			if k < len(w)-Window {
 				continue
 			}
 			s.WinSent++
@@ -143,6 +170,9 @@ func (p *Prober) Stats(now time.Duration) []Stats {
 		}
 		if s.WinSent > 0 {
 			s.Loss = float64(s.WinLost) / float64(s.WinSent)
+		}
+		if s.LongSent > 0 {
+			s.LongLoss = float64(s.LongLost) / float64(s.LongSent)
 		}
 		if n > 0 {
 			s.RTTAvg = float64(sum) / float64(n) / 1e3
@@ -168,15 +198,23 @@ const (
 	MinJudged = 8
 )
 
-func state(loss float64) string {
+// judge is the state of a loop (or a pool of loops) from its short and
+// long windows' losses, and the loss to report: dead on the short window
+// alone; lossy when the short window is at LossyAt, or the long one is
+// and the short one is not clean (see LongWindow).
+func judge(short, long float64) (string, float64) {
 	switch {
-	case loss >= DeadAt:
-		return Dead
-	case loss >= LossyAt:
-		return Lossy
+	case short >= DeadAt:
+		return Dead, short
+	case short >= LossyAt:
+		return Lossy, short
+	case short > 0 && long >= LossyAt:
+		return Lossy, long
 	}
-	return Good
+	return Good, short
 }
+
+func (s Stats) state() (string, float64) { return judge(s.Loss, s.LongLoss) }
 
 // Link is one row of the link map.
 type Link struct {
@@ -226,26 +264,33 @@ func Localise(all []Stats) []Link {
 	var out []Link
 	badT0 := map[key]bool{}
 	for k, hosts := range t0Loop {
-		nBad, worst := 0, 0.0
+		nBad, worst, allDead := 0, 0.0, true
 		for h, s := range hosts {
-			if state(s.Loss) == Good {
-				out = append(out, Link{Name: h + "--" + k.t0, Kind: "nic-t0", State: Good, Loss: s.Loss,
+			st, loss := s.state()
+			if st == Good {
+				out = append(out, Link{Name: h + "--" + k.t0, Kind: "nic-t0", State: Good, Loss: loss,
 					Evidence: fmt.Sprintf("%s loop to %s: %d/%d lost", h, k.t0, s.WinLost, s.WinSent)})
 				continue
 			}
 			nBad++
-			worst = max(worst, s.Loss)
+			worst = max(worst, loss)
+			allDead = allDead && st == Dead
 		}
 		if nBad == len(hosts) && len(hosts) > 1 {
 			badT0[k] = true
-			out = append(out, Link{Name: k.t0, Kind: "switch", State: state(worst), Loss: worst,
+			st := Lossy
+			if allDead {
+				st = Dead
+			}
+			out = append(out, Link{Name: k.t0, Kind: "switch", State: st, Loss: worst,
 				Evidence: fmt.Sprintf("the T0 loops of all %d hosts under it lose probes", len(hosts))})
 			continue
 		}
 		for h, s := range hosts {
-			if state(s.Loss) != Good {
-				out = append(out, Link{Name: h + "--" + k.t0, Kind: "nic-t0", State: state(s.Loss), Loss: s.Loss,
-					Evidence: fmt.Sprintf("%s loop to %s: %d/%d lost; other hosts of %s fine", h, k.t0, s.WinLost, s.WinSent, k.t0)})
+			if st, loss := s.state(); st != Good {
+				out = append(out, Link{Name: h + "--" + k.t0, Kind: "nic-t0", State: st, Loss: loss,
+					Evidence: fmt.Sprintf("%s loop to %s: %d/%d lost (%d/%d over the long window); other hosts of %s fine",
+						h, k.t0, s.WinLost, s.WinSent, s.LongLost, s.LongSent, k.t0)})
 			}
 		}
 	}
@@ -255,22 +300,30 @@ func Localise(all []Stats) []Link {
 		t0    string
 		t1    int
 	}
-	linkLoss := map[linkKey][2]float64{} // [worst loss, fraction of hosts bad]
+	type verdict struct {
+		state string
+		loss  float64
+	}
+	linkLoss := map[linkKey]verdict{} // bad links only
 	var linkKeys []linkKey
 	for k, byT1 := range t1Loop {
 		if badT0[k] {
 			continue
 		}
 		for j, ss := range byT1 {
-			nOK, nSome, lost, sent := 0, 0, 0, 0
+			nOK, nSome, lost, sent, longLost, longSent := 0, 0, 0, 0, 0, 0
 			for _, s := range ss {
-				if l, ok := t0Loop[k][s.Host]; ok && state(l.Loss) != Good {
-					continue // its own NIC–T0 link explains it
+				if l, ok := t0Loop[k][s.Host]; ok {
+					if st, _ := l.state(); st != Good {
+						continue // its own NIC–T0 link explains it
+					}
 				}
 				nOK++
 				lost += s.WinLost
 				sent += s.WinSent
-				if s.WinLost > 0 {
+				longLost += s.LongLost
+				longSent += s.LongSent
+				if s.LongLost > 0 {
 					nSome++
 				}
 			}
@@ -284,9 +337,12 @@ func Localise(all []Stats) []Link {
 			// LossyAt, so judging each host alone misses the link (or
 			// half of a lossy T1). Most hosts must still see some
 			// loss: one host's bad loop alone is its own problem.
-			pooled := float64(lost) / float64(sent)
-			if state(pooled) != Good && nSome*2 > nOK {
-				linkLoss[lk] = [2]float64{pooled, 1}
+			pooled, pooledLong := float64(lost)/float64(sent), 0.0
+			if longSent > 0 {
+				pooledLong = float64(longLost) / float64(longSent)
+			}
+			if st, loss := judge(pooled, pooledLong); st != Good && nSome*2 > nOK {
+				linkLoss[lk] = verdict{st, loss}
 			}
 		}
 	}
@@ -296,23 +352,28 @@ func Localise(all []Stats) []Link {
 		t0sPerT1[[2]int{lk.plane, lk.t1}] = append(t0sPerT1[[2]int{lk.plane, lk.t1}], lk)
 	}
 	for pj, lks := range t0sPerT1 {
-		nBad, worst := 0, 0.0
+		nBad, worst, allDead := 0, 0.0, true
 		for _, lk := range lks {
-			if linkLoss[lk][1] > 0 {
+			if v, ok := linkLoss[lk]; ok {
 				nBad++
-				worst = max(worst, linkLoss[lk][0])
+				worst = max(worst, v.loss)
+				allDead = allDead && v.state == Dead
 			}
 		}
 		name := t1Name[pj[0]][pj[1]]
 		if nBad == len(lks) && len(lks) > 1 {
-			out = append(out, Link{Name: name, Kind: "switch", State: state(worst), Loss: worst,
+			st := Lossy
+			if allDead {
+				st = Dead
+			}
+			out = append(out, Link{Name: name, Kind: "switch", State: st, Loss: worst,
 				Evidence: fmt.Sprintf("the loops through it from all %d T0s lose probes, their T0 loops do not", len(lks))})
 			continue
 		}
 		for _, lk := range lks {
 			l := Link{Name: lk.t0 + "--" + name, Kind: "t0-t1", State: Good}
-			if linkLoss[lk][1] > 0 {
-				l.State, l.Loss = state(linkLoss[lk][0]), linkLoss[lk][0]
+			if v, ok := linkLoss[lk]; ok {
+				l.State, l.Loss = v.state, v.loss
 				l.Evidence = fmt.Sprintf("loops through %s to %s lose probes, loops to %s do not", lk.t0, name, lk.t0)
 			}
 			out = append(out, l)

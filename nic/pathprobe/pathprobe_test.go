@@ -57,7 +57,9 @@ func fabric(loss func(host, t0 string, t1 int) float64) []Stats {
 		for j := -1; j < 2; j++ {
 			l := loss(h.name, h.t0, j)
 			n := 64
-			s := Stats{Target: Target{Host: h.name, Plane: 0, T0: h.t0, T1: j}, WinSent: n, WinLost: int(l * float64(n)), Loss: l}
+			// A steady state: the long window has seen the same loss.
+			s := Stats{Target: Target{Host: h.name, Plane: 0, T0: h.t0, T1: j}, WinSent: n, WinLost: int(l * float64(n)), Loss: l,
+				LongSent: 4 * n, LongLost: 4 * int(l*float64(n)), LongLoss: l}
 			if j >= 0 {
 				s.T1Sw = fmt.Sprintf("p0-t1-%d", j)
 			}
@@ -174,5 +176,40 @@ func TestLocalise(t *testing.T) {
 	}
 	if ls := Localise(few); len(ls) != 0 {
 		t.Fatalf("judged on too few probes: %+v", ls)
+	}
+}
+
+// TestLongWindowHoldsLossy: a 5 %-lossy NIC–T0 link whose short window
+// holds one loss (1.6 %, under LossyAt) stays lossy on its long window's
+// 10 of 256; a repaired blackhole whose short window is clean is good
+// although its long window still holds its losses; one loss in both
+// windows is good.
+func TestLongWindowHoldsLossy(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		lost, longLost int
+		want           string
+	}{
+		{"5% with one loss in the short window", 1, 10, "h0--p0-t0-0 lossy"},
+		{"a blackhole repaired 70 rounds ago", 0, 186, ""},
+		{"one loss in both windows", 1, 1, ""},
+		{"blackholed", 64, 256, "h0--p0-t0-0 dead"},
+	} {
+		all := fabric(func(string, string, int) float64 { return 0 })
+		for i := range all {
+			if all[i].Host == "h0" {
+				all[i].WinLost, all[i].LongLost = c.lost, c.longLost
+				all[i].Loss, all[i].LongLoss = float64(c.lost)/64, float64(c.longLost)/256
+			}
+		}
+		var got []string
+		for _, l := range Localise(all) {
+			if l.State != Good {
+				got = append(got, l.Name+" "+l.State)
+			}
+		}
+		if want := []string{c.want}; c.want == "" && len(got) != 0 || c.want != "" && !slices.Equal(got, want) {
+			t.Errorf("%s: bad links %v, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -59,6 +59,11 @@ type CtlRequest struct {
 	Peer      string `json:"peer,omitempty"`
 	Hop       int    `json:"hop,omitempty"`
 	TimeoutMS int    `json:"timeout_ms,omitempty"`
+	// Reflect makes oam-probe (and the last hop of oam-trace) a round trip through Peer: out along EV's
+	// path, reflected by Peer's NIC, back through T1 index Back on the
+	// same plane (docs/operations.md).
+	Reflect bool `json:"reflect,omitempty"`
+	Back    int  `json:"back,omitempty"`
 }
 
 // DenyRow is one row of `mrcctl deny list`.
@@ -75,7 +80,8 @@ type OAMHop struct {
 	Hop   int      `json:"hop"`
 	Name  string   `json:"name"`
 	USID  string   `json:"usid"`
-	Via   []string `json:"via"` // the probe's uSIDs
+	Via   []string `json:"via"`            // the probe's uSIDs
+	Back  []string `json:"back,omitempty"` // a reflect probe's return container, from the peer back to this host
 	Kind  string   `json:"kind"`
 	Plane int      `json:"plane"`
 	T1    int      `json:"t1"`

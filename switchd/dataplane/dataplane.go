@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"github.com/softmrc/softmrc/internal/flowhash"
 	"net"
 	"net/netip"
 	"os"
@@ -867,22 +868,10 @@ func (c PortCounters) Dropped() uint64 {
 	return c.DropNoRoute + c.DropHopLimit + c.DropFault + c.DropBuffer + c.DropMalformed + c.DropEndOfContainer
 }
 
-// FlowHash is the ECMP hash of the switch program (FNV-1a 32 over source,
-// destination after any uSID shift, 20-bit flow label as 3 bytes and UDP
-// source port as 2 bytes, all big-endian). Exposed so that tests and tools can
-// predict member choice: member = members[FlowHash(...) % len(members)].
+// FlowHash is the ECMP hash of the switch program (internal/flowhash.Sum over
+// source, destination after any uSID shift, 20-bit flow label and UDP source
+// port). Exposed so that tests and tools can predict member choice:
+// member = members[FlowHash(...) % len(members)].
 func FlowHash(src, dst netip.Addr, flowLabel uint32, sport uint16) uint32 {
-	const prime = 16777619
-	h := uint32(2166136261)
-	s, d := src.As16(), dst.As16()
-	for _, b := range s {
-		h = (h ^ uint32(b)) * prime
-	}
-	for _, b := range d {
-		h = (h ^ uint32(b)) * prime
-	}
-	for _, b := range []byte{byte(flowLabel >> 16 & 0x0f), byte(flowLabel >> 8), byte(flowLabel), byte(sport >> 8), byte(sport)} {
-		h = (h ^ uint32(b)) * prime
-	}
-	return h
+	return flowhash.Sum(src.As16(), dst.As16(), flowLabel, sport)
 }

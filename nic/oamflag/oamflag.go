@@ -1,0 +1,99 @@
+// Package oamflag holds the command-line arguments that mrc-ping and
+// mrc-traceroute share: mrc-nicd's device socket, the path to follow
+// (--ev N or --path PLANE,T1), the time to wait for each probe and the
+// one HOST operand, with the same bounds and error messages in both.
+package oamflag
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
+
+// MaxWait bounds the time a tool waits for one probe.
+const MaxWait = 10 * time.Second
+
+// Flags are the shared flags after parsing.
+type Flags struct {
+	Dev        string        // -d, default $MRC_DEVICE or /run/mrc/nic.sock
+	EV, Path   string        // --ev, --path
+	Wait       time.Duration // -W
+	pathNeeded bool
+}
+
+// Register adds -d, --ev, --path and -W to fs. With pathNeeded, one of
+// --ev and --path must be given; otherwise the path defaults to plane 0,
+// T1 0.
+func Register(fs *flag.FlagSet, pathNeeded bool, wait time.Duration) *Flags {
+	f := &Flags{pathNeeded: pathNeeded}
+	dev := os.Getenv("MRC_DEVICE")
+	if dev == "" {
+		dev = "/run/mrc/nic.sock"
+	}
+	fs.StringVar(&f.Dev, "d", dev, "mrc-nicd's device socket (env MRC_DEVICE)")
+	evHelp := "the EV whose path to follow (its plane and T1 index); default plane 0, T1 0"
+	if pathNeeded {
+		evHelp = "the EV whose path to follow (its plane and T1 index; required unless --path)"
+	}
+	fs.StringVar(&f.EV, "ev", "", evHelp)
+	fs.StringVar(&f.Path, "path", "", "PLANE,T1: the path of plane PLANE through T1 index T1")
+	fs.DurationVar(&f.Wait, "W", wait, "time to wait for each probe's answer (at most 10s)")
+	return f
+}
+
+// Parse parses args into fs (whose usage text is usage, followed by
+// the flags' defaults) and checks them as Check does.
+func (f *Flags) Parse(fs *flag.FlagSet, usage string, args []string) (wire.EV, string, error) {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return 0, "", err
+	}
+	return f.Check(fs)
+}
+
+// Check validates the parsed flags and the operands of fs: it returns the
+// EV the path names and the one HOST.
+func (f *Flags) Check(fs *flag.FlagSet) (wire.EV, string, error) {
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 0, "", errors.New("want exactly one HOST")
+	}
+	if f.Wait <= 0 || f.Wait > MaxWait {
+		return 0, "", fmt.Errorf("-W %v: want (0, 10s]", f.Wait)
+	}
+	if f.pathNeeded && f.EV == "" && f.Path == "" {
+		return 0, "", errors.New("give --ev N or --path PLANE,T1")
+	}
+	ev, err := ParseEV(f.EV, f.Path)
+	return ev, fs.Arg(0), err
+}
+
+// ParseEV reads --ev or --path into an EV (a --path EV has entropy 0);
+// neither is plane 0, T1 0.
+func ParseEV(ev, path string) (wire.EV, error) {
+	switch {
+	case ev != "" && path != "":
+		return 0, errors.New("give --ev N or --path PLANE,T1, not both")
+	case ev != "":
+		v, err := strconv.ParseUint(ev, 0, 32)
+		if err != nil {
+			return 0, fmt.Errorf("--ev %q: want an EV number (hex with 0x)", ev)
+		}
+		return wire.EV(v), nil
+	case path != "":
+		p, t, ok := strings.Cut(path, ",")
+		pl, err1 := strconv.ParseUint(p, 0, 4)
+		t1, err2 := strconv.ParseUint(t, 0, 8)
+		if !ok || err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("--path %q: want PLANE,T1 (e.g. 0,1)", path)
+		}
+		return wire.MakeEV(wire.Plane(pl), uint8(t1), 0), nil
+	}
+	return wire.MakeEV(0, 0, 0), nil
+}

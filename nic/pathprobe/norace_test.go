@@ -1,0 +1,5 @@
+//go:build !race
+
+package pathprobe
+
+const raceEnabled = false
