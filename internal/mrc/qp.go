@@ -636,6 +636,9 @@ func (q *qp) deadline() Time {
 	if t, ok := q.timers.peek(); ok && t < d {
 		d = t
 	}
+	if t := q.roceTimerAt(); t < d {
+		d = t
+	}
 	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
 		d = q.rx.ackDeadline
 	}

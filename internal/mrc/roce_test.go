@@ -325,3 +325,86 @@ func TestRoCERetryCountResetsOnProgress(t *testing.T) {
 			s.State, s.Status, s.Counters.Timeouts, s.Counters.RxNACK, seen[last])
 	}
 }
+
+// TestRoCETransportTimer: the retransmit timer is IBTA RC's transport timer,
+// one per QP, restarted whenever an acknowledgement makes progress (IBTA
+// 9.7.6.1.1; rxe restarts its retrans_timer on every response), not one per
+// packet. A burst queued behind a slow link is acknowledged steadily, but
+// its last packets wait longer than the timeout after being sent: they must
+// not time out (before the fix every one of them did, and each timeout sent
+// the whole window again). When the acknowledgements stop, the timer still
+// fires: one timeout after the last progress, then one per timeout.
+func TestRoCETransportTimer(t *testing.T) {
+	const timeout = 500 * Microsecond
+	for _, tc := range []struct {
+		name         string
+		stopAcksAt   int // drop every ACK after this many data packets arrived (0: never)
+		wantTimeouts bool
+	}{
+		{name: "queue longer than the timeout, acknowledged steadily"},
+		{name: "acknowledgements stop", stopAcksAt: 64, wantTimeouts: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 3, qc: QPConfig{Transport: RoCE, RetryLimit: 7,
+				AckTimeout: timeout, FixedRTO: true, TimeoutMode: TimeoutLinear}})
+			// 1 Gb/s under a NIC paced at 100 Gb/s: a 2 KiB packet takes
+			// 16 µs on the wire, so 128 of them queue for 2 ms (4 timeouts).
+			h.Rate = 1
+			arrived := 0
+			var lastAck, firstTO Time
+			h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+				var p wire.Packet
+				if (wire.Decoder{}).Decode(f, &p) != nil {
+					return false
+				}
+				if from == 0 && p.Opcode.IsData() {
+					arrived++
+					return false
+				}
+				if from == 1 && tc.stopAcksAt > 0 && arrived >= tc.stopAcksAt {
+					return true
+				}
+				if from == 1 {
+					lastAck = h.now
+				}
+				return false
+			}
+			h.region(0, 0x11, 0x10000, 256<<10, AccessLocalRead)
+			h.mem[1].Register(0x22, 0x900000, make([]byte, 256<<10), AccessRemoteWrite)
+			for off := 0; off < 256<<10; off += 64 << 10 {
+				if err := h.eng[0].PostWrite(h.qp[0], WR{ID: uint64(off), LKey: 0x11, Addr: 0x10000 + uint64(off), Len: 64 << 10, RemoteVA: 0x900000 + uint64(off), RKey: 0x22}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := 0
+			h.run(Second, func() bool {
+				if firstTO == 0 && h.snap(0).Counters.Timeouts > 0 {
+					firstTO = h.now
+				}
+				for _, c := range h.drainCQ(0) {
+					if c.Status != StatusOK {
+						return true
+					}
+					done++
+				}
+				return done == 4
+			})
+			s := h.snap(0)
+			if !tc.wantTimeouts {
+				if done != 4 || s.Counters.Timeouts != 0 || s.Counters.TxRtx != 0 {
+					t.Fatalf("%d of 4 writes done, %d timeouts, %d retransmissions: want all done with none (the ACKs never paused for %d µs)",
+						done, s.Counters.Timeouts, s.Counters.TxRtx, timeout/Microsecond)
+				}
+				return
+			}
+			// The ACKs stopped: the QP fails after 1 + RetryLimit timeouts,
+			// the first one timeout after the last ACK that arrived.
+			if s.State != QPError || s.Status != StatusRetryExceeded || s.Counters.Timeouts != 8 {
+				t.Fatalf("QP %v/%v with %d timeouts: want ERROR/RETRY_EXCEEDED after 8", s.State, s.Status, s.Counters.Timeouts)
+			}
+			if d := firstTO - lastAck; d < timeout || d > timeout+50*Microsecond {
+				t.Fatalf("first timeout %d µs after the last ACK: want the timeout, %d µs", d/Microsecond, timeout/Microsecond)
+			}
+		})
+	}
+}

@@ -205,7 +205,9 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	q.stats.TxData++
 	q.stats.TxBytes += uint64(n)
 	q.lastSend = now
-	q.timers.push(timerEnt{at: now + q.rto(pk.tos), psn: psn, seq: q.txSeq})
+	if q.roce == nil { // RoCE: one transport timer per QP (roceTimerAt)
+		q.timers.push(timerEnt{at: now + q.rto(pk.tos), psn: psn, seq: q.txSeq})
+	}
 	q.roceSent(now, t.Len())
 	e.emitFrame(pl, emit)
 	return true
@@ -232,6 +234,10 @@ func (q *qp) runTimers(now Time) {
 		// this the QP would wait forever with its WRs posted.
 		q.stats.SendBlockedFail++
 		q.fail(StatusRetryExceeded)
+		return
+	}
+	// RoCE QPs push no per-packet timers: their heap stays empty.
+	if q.roceTimers(now); q.state != QPReady {
 		return
 	}
 	for {
@@ -261,11 +267,7 @@ func (q *qp) runTimers(now Time) {
 		} else {
 			q.markLost(ent.psn, pk)
 		}
-		if q.roce != nil {
-			if q.roceRetry() {
-				return
-			}
-		} else if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
+		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
 			q.fail(StatusRetryExceeded)
 			return
 		}

@@ -71,8 +71,9 @@ func checkTable(t *testing.T, out string, rows int) {
 // The issue's collective criteria on clos-2p with four real mrc-nicd
 // daemons, started on every host with `mrc-testbed exec h0,h1,...`: exact
 // sums and blocks (every element checked) from 4 B to 1 MiB for 2 and 3
-// hosts and to 4 MiB for 4 hosts, with a T0-T1 link blackholed during the 4-host MRC runs, 64 MiB on
-// 4 hosts, and 4 hosts over the RoCE baseline (4 QPs per peer).
+// hosts and to 4 MiB for 4 hosts, with a T0-T1 link blackholed during the
+// 4-host MRC runs, 4 hosts over the RoCE baseline (4 QPs per peer), and
+// 64 MiB over both transports on 2 and 4 hosts.
 func TestTestbedCollectives(t *testing.T) {
 	requireNetns(t)
 	collTools(t)
@@ -94,51 +95,8 @@ func TestTestbedCollectives(t *testing.T) {
 
 	t.Run("4 hosts, T0-T1 link blackholed mid-run", func(t *testing.T) {
 		for _, tool := range tools {
-			// The link breaks once the first size's row is out (the run
-			// is under way) and is repaired after the run.
-			var out lockedBuffer
-			cmd := tb.groupCmd(tool, "-b", "4", "-e", "4M", "-f", "4", "-n", "3", "-w", "1")
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			dropsBefore := tb.totalFaultDrops(t)
-			var err error
-			faulted, done := false, false
-			for !faulted && !done {
-				select {
-				case err = <-exited:
-					done = true
-				case <-time.After(20 * time.Millisecond):
-					if collRow.MatchString(out.String()) {
-						tb.fault(t, "p0-t0-0--p0-t1-0", "blackhole")
-						faulted = true
-					}
-				}
-			}
-			if !done {
-				err = <-exited
-			}
-			drops := tb.totalFaultDrops(t) - dropsBefore
-			if faulted {
-				tb.fault(t, "p0-t0-0--p0-t1-0", "clear")
-			}
-			t.Logf("%s\n%s", tool, out.String())
-			if err != nil {
-				t.Fatalf("%s with a blackholed link: %v", tool, err)
-			}
-			checkTable(t, out.String(), 11)
-			if !faulted {
-				t.Errorf("%s ended before its first row was seen: the fault did not hit the run", tool)
-			}
-			// The switches counted the packets the blackhole ate: MRC
-			// recovered them (every element is right).
-			t.Logf("%s: %d packets dropped by the blackhole", tool, drops)
-			if drops == 0 {
-				t.Errorf("%s: the blackholed link dropped no packet: the run did not cross it", tool)
-			}
+			out := tb.groupWithFault(t, tool, "-b", "4", "-e", "4M", "-f", "4", "-n", "3", "-w", "1")
+			checkTable(t, out, 11)
 		}
 	})
 
@@ -156,16 +114,93 @@ func TestTestbedCollectives(t *testing.T) {
 		}
 	})
 
-	t.Run("4 hosts, 64 MiB", func(t *testing.T) {
-		for _, tool := range tools {
-			out, err := tb.group(t, "hosts", tool, "-b", "64M", "-e", "64M", "-n", "1", "-w", "0")
-			t.Logf("%s\n%s", tool, out)
-			if err != nil {
-				t.Fatalf("%s 64 MiB: %v", tool, err)
+	// 64 MiB, every element checked, once per transport and group size.
+	// RoCE with 16 QPs per peer on 4 hosts is the case that failed with
+	// RETRY_EXCEEDED while the RoCE retransmit timer was per packet
+	// (internal/mrc TestRoCETransportTimer): 8 MiB of credits per peer
+	// queue longer than the 67 ms ack timeout.
+	// The MRC run on 4 hosts has a T0-T1 link blackholed from the end of its
+	// 16 MiB row to the end of the run, so the fault hits the 64 MiB one.
+	for _, c := range []struct {
+		name, hosts, transport, qps string
+		fault                       bool
+	}{
+		{"4 hosts, 64 MiB, MRC, T0-T1 link blackholed", "hosts", "mrc", "1", true},
+		{"2 hosts, 64 MiB, MRC", "h0,h3", "mrc", "1", false},
+		{"2 hosts, 64 MiB, RoCE 1 QP", "h0,h3", "roce", "1", false},
+		{"4 hosts, 64 MiB, RoCE 16 QPs", "hosts", "roce", "16", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, tool := range tools {
+				var out string
+				if c.fault {
+					out = tb.groupWithFault(t, tool, "--transport", c.transport, "--qps", c.qps, "-b", "16M", "-e", "64M", "-f", "4", "-n", "1", "-w", "0", "-c", "1")
+					checkTable(t, out, 2)
+				} else {
+					var err error
+					out, err = tb.group(t, c.hosts, tool, "--transport", c.transport, "--qps", c.qps, "-b", "64M", "-e", "64M", "-n", "1", "-w", "0", "-c", "1")
+					t.Logf("%s\n%s", tool, out)
+					if err != nil {
+						t.Fatalf("%s 64 MiB: %v", tool, err)
+					}
+					checkTable(t, out, 1)
+				}
+				if !strings.Contains(out, "transport "+c.transport) {
+					t.Errorf("banner does not name transport %s", c.transport)
+				}
 			}
-			checkTable(t, out, 1)
+		})
+	}
+}
+
+// groupWithFault runs tool on every host with p0-t0-0--p0-t1-0 blackholed
+// from the moment the first table row is out (the run is under way) until
+// the run ends, and returns the output. It fails the test when the run
+// failed, ended before the fault, or the blackhole dropped nothing (the run
+// did not cross it); MRC must have recovered every packet the blackhole ate.
+func (tb *testbed) groupWithFault(t *testing.T, tool string, args ...string) string {
+	t.Helper()
+	var out lockedBuffer
+	cmd := tb.groupCmd(tool, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	dropsBefore := tb.totalFaultDrops(t)
+	var err error
+	faulted, done := false, false
+	for !faulted && !done {
+		select {
+		case err = <-exited:
+			done = true
+		case <-time.After(20 * time.Millisecond):
+			if collRow.MatchString(out.String()) {
+				tb.fault(t, "p0-t0-0--p0-t1-0", "blackhole")
+				faulted = true
+			}
 		}
-	})
+	}
+	if !done {
+		err = <-exited
+	}
+	drops := tb.totalFaultDrops(t) - dropsBefore
+	if faulted {
+		tb.fault(t, "p0-t0-0--p0-t1-0", "clear")
+	}
+	t.Logf("%s\n%s", tool, out.String())
+	if err != nil {
+		t.Fatalf("%s with a blackholed link: %v", tool, err)
+	}
+	if !faulted {
+		t.Errorf("%s ended before its first row was seen: the fault did not hit the run", tool)
+	}
+	t.Logf("%s: %d packets dropped by the blackhole", tool, drops)
+	if drops == 0 {
+		t.Errorf("%s: the blackholed link dropped no packet: the run did not cross it", tool)
+	}
+	return out.String()
 }
 
 // totalFaultDrops sums the fault drops every switch of the run counted.

@@ -397,7 +397,11 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := run.Exec(tctx, dir, dst.Name, []string{wbw, "-d", run.NICSocket(dst), "-p", port}, nil, srv, srv); err != nil {
+			argv := []string{wbw, "-d", run.NICSocket(dst), "-p", port}
+			if f.Transport != "" {
+				argv = append(argv, "--transport", f.Transport)
+			}
+			if err := run.Exec(tctx, dir, dst.Name, argv, nil, srv, srv); err != nil {
 				srvErrs[i] = fmt.Errorf("server on %s: %w (see %s)", dst.Name, err, srv.Name())
 			}
 		}()
@@ -420,6 +424,9 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		}
 		if f.EVs != "" {
 			args = append(args, "--evs", f.EVs)
+		}
+		if f.Transport != "" {
+			args = append(args, "--transport", f.Transport)
 		}
 		args = append(args, dst.MgmtAddr.Addr().String())
 		cli, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".client.json"))

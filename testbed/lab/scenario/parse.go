@@ -39,7 +39,7 @@ var (
 	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
 	topoFields   = []string{"preset", "file", "links", "nic_pacing"}
 	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
-	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs"}
+	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport"}
 	faultFields  = []string{"at", "before_traffic", "target", "op"}
 	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
 	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
@@ -275,6 +275,8 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			f.Verify, err = p.boolean(v, path)
 		case "tx_depth":
 			f.TxDepth, err = p.intIn(v, path, 1, 8192)
+		case "transport":
+			f.Transport, err = p.enum(v, path, "mrc", "roce")
 		case "evs":
 			if f.EVs, err = p.str(v, path); err == nil {
 				if _, perr := perf.ParseEVs(f.EVs); perr != nil {

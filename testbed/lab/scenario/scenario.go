@@ -63,8 +63,11 @@ type Flow struct {
 	TxDepth int
 	// EVs is mrc-write-bw --evs for the client: the EVs its QPs are
 	// pinned to ("" = the daemon's choice).
-	EVs  string
-	Line int
+	EVs string
+	// Transport is mrc-write-bw --transport for both ends: "mrc" or "roce"
+	// (the RoCEv2 RC baseline, docs/roce.md); "" is the tool's default, mrc.
+	Transport string
+	Line      int
 }
 
 // Fault is one timeline entry.

@@ -146,8 +146,8 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestParseEVsAndCapacityOf: S6's flow option evs (mrc-write-bw --evs) and
-// the baseline "capacity of SERIES".
+// TestParseEVsAndCapacityOf: S6's flow option evs (mrc-write-bw --evs), the
+// flow option transport (mrc-write-bw --transport) and the baseline "capacity of SERIES".
 func TestParseEVsAndCapacityOf(t *testing.T) {
 	src := strings.Replace(good, "qps: 2,", `qps: 2, evs: "0.0,0.1",`, 1)
 	src = strings.Replace(src, "baseline: capacity, min: 0.9", "baseline: capacity of tx:p0-t0-0:u0, min: 0.9", 1)
@@ -158,11 +158,18 @@ func TestParseEVsAndCapacityOf(t *testing.T) {
 	if s.Traffic[0].EVs != "0.0,0.1" {
 		t.Errorf("evs %q", s.Traffic[0].EVs)
 	}
+	if s.Traffic[0].Transport != "" {
+		t.Errorf("transport %q by default, want \"\" (the tool's default, mrc)", s.Traffic[0].Transport)
+	}
+	if r, err := Parse("x.yaml", []byte(strings.Replace(good, "qps: 2,", "qps: 2, transport: roce,", 1))); err != nil || r.Traffic[0].Transport != "roce" {
+		t.Errorf("transport: roce: %v, %v", err, r)
+	}
 	if e := s.Expect[1]; !e.BaselineCapacity || e.CapacityOf != "tx:p0-t0-0:u0" {
 		t.Errorf("capacity of: %+v", e)
 	}
 	for _, c := range []struct{ name, from, to, want string }{
 		{"bad evs", "qps: 2,", `qps: 2, evs: "0.x",`, `x.yaml:8: traffic[0].evs: "0.x": T1 "x" is not 0..255`},
+		{"bad transport", "qps: 2,", `qps: 2, transport: rxe,`, `x.yaml:8: traffic[0].transport: `},
 		{"capacity of unknown port", "baseline: capacity, min", "baseline: capacity of tx:p0-t0-0:u9, min", "x.yaml:23: expect[1].baseline: series \"tx:p0-t0-0:u9\": no switch port"},
 	} {
 		_, err := Parse("x.yaml", []byte(strings.Replace(good, c.from, c.to, 1)))

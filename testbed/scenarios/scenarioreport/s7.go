@@ -43,8 +43,11 @@ type S7Setup struct {
 	Iters      int     `json:"iters"`
 	Loss       string  `json:"loss"`
 	DCQCNScale float64 `json:"dcqcn_scale"`
-	CPUs       int     `json:"cpus"`
-	Date       string  `json:"date"`
+	// HostECN: the T0 downlinks mark CE (host_ecn), so last-hop
+	// congestion reaches DCQCN as CNPs; nil in reports made before it
+	HostECN *bool  `json:"host_ecn"`
+	CPUs    int    `json:"cpus"`
+	Date    string `json:"date"`
 }
 
 // S7Run is one measured collective run.

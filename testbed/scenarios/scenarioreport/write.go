@@ -106,6 +106,15 @@ func s7Markdown(r *S7Result) string {
 	p("* Loss: `mrc-testbed fault p<p>-t0-0--p<p>-t1-0 loss=%s` on every plane during the run.\n", s.Loss)
 	p("* RoCE: go-back-N, DCQCN with `dcqcn_scale: %g`. **No PFC** exists in the XDP switch: this\n", s.DCQCNScale)
 	p("  is lossy RoCE with DCQCN.\n")
+	switch {
+	case s.HostECN == nil:
+	case *s.HostECN:
+		p("* `host_ecn: true`: the T0 downlinks mark CE above 16 KiB like the fabric ports, so the\n")
+		p("  last-hop incast of all-to-all reaches DCQCN as CNPs, not only as trims (losses).\n")
+	default:
+		p("* `S7_HOST_ECN=0`: the T0 downlinks do not mark; last-hop congestion reaches RoCE only as\n")
+		p("  trims, which it takes as losses (go-back-N), with no CNP to slow it.\n")
+	}
 	p("* Why the numbers are small: NICs, switches and tools are processes sharing %d CPUs, so the\n", s.CPUs)
 	p("  emulated link capacities are set far below what the CPUs carry. \"of capacity\" is busbw\n")
 	p("  over the host's capacity (%.0f Mbit/s): near 100 %% the emulated links are the limit.\n\n", r.capacity()/1e6)
