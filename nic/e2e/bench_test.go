@@ -211,6 +211,7 @@ func rawXDPPorts(tb testing.TB, src, dst *host, p int, d time.Duration) (fps flo
 type bwJSON struct {
 	Results []struct {
 		Average float64 `json:"BW_average"`
+		MsgRate float64 `json:"MsgRate"` // Mpps
 	} `json:"results"`
 }
 

@@ -88,6 +88,7 @@ type benchNICConfig struct {
 	out     string
 	cmdline string
 	nicArgs []string
+	base    string // MRC_BENCH_BASE_BIN: older binaries to alternate with, for before/after ratios
 }
 
 func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
@@ -107,6 +108,12 @@ func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
 		out:     os.Getenv("MRC_BENCH_OUT"),
 		cmdline: cmp.Or(os.Getenv("MRC_BENCH_CMD"), "go test -run '^$' -bench NICCompare -benchtime 1x ./nic/e2e/"),
 		nicArgs: strings.Fields(os.Getenv("MRC_NICD_ARGS")),
+		base:    os.Getenv("MRC_BENCH_BASE_BIN"),
+	}
+	if c.base != "" {
+		if _, err := os.Stat(filepath.Join(c.base, "mrc-nicd")); err != nil {
+			tb.Fatalf("MRC_BENCH_BASE_BIN=%s: %v (a bin folder of an older build: git worktree add, make build)", c.base, err)
+		}
 	}
 	for _, p := range strings.Split(cmp.Or(os.Getenv("MRC_BENCH_PATHS"), "veth,clos"), ",") {
 		p = strings.TrimSpace(p)
@@ -116,7 +123,7 @@ func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
 		c.paths = append(c.paths, p)
 	}
 	// SIZExQPS, comma-separated.
-	for _, f := range strings.Split(cmp.Or(os.Getenv("MRC_BENCH_BW"), "65536x1,65536x4,2x1,4096x1,8388608x1"), ",") {
+	for _, f := range strings.Split(cmp.Or(os.Getenv("MRC_BENCH_BW"), "65536x1,65536x4,2x1,8388608x1"), ",") {
 		s, q, ok := strings.Cut(strings.TrimSpace(f), "x")
 		size, err1 := strconv.Atoi(s)
 		qps, err2 := strconv.Atoi(q)
@@ -181,7 +188,15 @@ const (
 	mUDP   = "kernel UDP ping-pong 2 B half RTT, µs"
 )
 
-func bwName(c bwCase) string { return c.String() + ", Gb/s" }
+// basePrefix names the measurements of MRC_BENCH_BASE_BIN's binaries.
+const basePrefix = "before: "
+
+func bwName(c bwCase) string {
+	if c.size < 4096 {
+		return c.String() + ", Mmsg/s"
+	}
+	return c.String() + ", Gb/s"
+}
 func latName(size int) string {
 	return fmt.Sprintf("mrc-write-lat %s t_typical (half RTT), µs", sizeName(size))
 }
@@ -263,34 +278,55 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 			res.add(p.name, mUDP, round, udp)
 			progress("%s: kernel UDP ping-pong %.1f µs", tag, udp)
 
-			for _, h := range p.mrc.h {
-				h.start(b)
-			}
-			if round == 0 && p.name == "veth" && cfg.idle > 0 {
-				progress("idle mrc-nicd CPU over %v", cfg.idle)
-				res.idle = idleCPU(b, p.mrc.h[:], cfg.idle)
-			}
-			for _, c := range cfg.bw {
-				var bw bwJSON
-				runJSON(b, p.mrc, "mrc-write-bw", &bw, "-s", strconv.Itoa(c.size), "-q", strconv.Itoa(c.qps), "-D", strconv.Itoa(cfg.secs))
-				if len(bw.Results) != 1 {
-					b.Fatalf("%s: mrc-write-bw results: %+v", tag, bw)
+			bins := []string{""}
+			if cfg.base != "" {
+				// Before and after in the same round, in alternating order.
+				bins = []string{"", cfg.base}
+				if round%2 == 1 {
+					bins = []string{cfg.base, ""}
 				}
-				v := bw.Results[0].Average * (1 << 20) * 8 / 1e9
-				res.add(p.name, bwName(c), round, v)
-				progress("%s: %s: %.2f Gb/s", tag, c, v)
 			}
-			for _, s := range cfg.lat {
-				var lat latJSON
-				runJSON(b, p.mrc, "mrc-write-lat", &lat, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter))
-				if len(lat.Results) != 1 {
-					b.Fatalf("%s: mrc-write-lat results: %+v", tag, lat)
+			for _, bin := range bins {
+				prefix, own := "", p.mrc.h[0].bin
+				if bin != "" {
+					prefix = basePrefix
+					for _, h := range p.mrc.h {
+						h.bin = bin
+					}
 				}
-				res.add(p.name, latName(s), round, lat.Results[0].Typical)
-				progress("%s: mrc-write-lat %s: %.1f µs", tag, sizeName(s), lat.Results[0].Typical)
-			}
-			for _, h := range p.mrc.h {
-				h.stop()
+				for _, h := range p.mrc.h {
+					h.start(b)
+				}
+				if round == 0 && p.name == "veth" && cfg.idle > 0 && bin == "" {
+					progress("idle mrc-nicd CPU over %v", cfg.idle)
+					res.idle = idleCPU(b, p.mrc.h[:], cfg.idle)
+				}
+				for _, c := range cfg.bw {
+					var bw bwJSON
+					runJSON(b, p.mrc, "mrc-write-bw", &bw, "-s", strconv.Itoa(c.size), "-q", strconv.Itoa(c.qps), "-D", strconv.Itoa(cfg.secs))
+					if len(bw.Results) != 1 {
+						b.Fatalf("%s: mrc-write-bw results: %+v", tag, bw)
+					}
+					v := bw.Results[0].Average * (1 << 20) * 8 / 1e9
+					if c.size < 4096 {
+						v = bw.Results[0].MsgRate // Mpps: bytes per second mean little for tiny writes
+					}
+					res.add(p.name, prefix+bwName(c), round, v)
+					progress("%s: %s%s: %s", tag, prefix, c, num(v))
+				}
+				for _, s := range cfg.lat {
+					var lat latJSON
+					runJSON(b, p.mrc, "mrc-write-lat", &lat, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter))
+					if len(lat.Results) != 1 {
+						b.Fatalf("%s: mrc-write-lat results: %+v", tag, lat)
+					}
+					res.add(p.name, prefix+latName(s), round, lat.Results[0].Typical)
+					progress("%s: %smrc-write-lat %s: %.1f µs", tag, prefix, sizeName(s), lat.Results[0].Typical)
+				}
+				for _, h := range p.mrc.h {
+					h.stop()
+					h.bin = own
+				}
 			}
 		}
 	}
@@ -501,7 +537,8 @@ func (r *benchNICResult) ratios() []ratio {
 	}
 	for _, path := range []string{"veth", "clos"} {
 		for _, m := range r.order {
-			if !strings.HasPrefix(m, "mrc-write-bw") {
+			// Tiny writes are a message rate, which no baseline here has.
+			if !strings.HasPrefix(m, "mrc-write-bw") || !strings.HasSuffix(m, ", Gb/s") {
 				continue
 			}
 			short := strings.TrimSuffix(strings.TrimPrefix(m, "mrc-write-bw "), ", Gb/s")
@@ -515,6 +552,15 @@ func (r *benchNICResult) ratios() []ratio {
 			}
 			short := strings.TrimSuffix(strings.TrimPrefix(m, "mrc-write-lat "), " t_typical (half RTT), µs")
 			per(path, m, mUDP, "lat "+short+" / UDP ping-pong", "lower")
+		}
+		for _, m := range r.order {
+			if strings.HasPrefix(m, basePrefix) {
+				better := "higher"
+				if strings.HasSuffix(m, "µs") {
+					better = "lower"
+				}
+				per(path, strings.TrimPrefix(m, basePrefix), m, "after / before: "+strings.TrimPrefix(m, basePrefix), better)
+			}
 		}
 	}
 	return out
@@ -560,6 +606,9 @@ func (r *benchNICResult) markdown(cfg benchNICConfig) string {
 }
 
 func num(v float64) string {
+	if v < 0.1 {
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
 	if v >= 100 {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
