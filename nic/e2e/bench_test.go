@@ -212,6 +212,7 @@ type bwJSON struct {
 	Results []struct {
 		Average float64 `json:"BW_average"`
 		MsgRate float64 `json:"MsgRate"` // Mpps
+		Seconds float64 `json:"seconds"`
 	} `json:"results"`
 }
 

@@ -303,16 +303,28 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 				}
 				for _, c := range cfg.bw {
 					var bw bwJSON
+					cpu0 := daemonTicks(b, p.mrc.h[:])
 					runJSON(b, p.mrc, "mrc-write-bw", &bw, "-s", strconv.Itoa(c.size), "-q", strconv.Itoa(c.qps), "-D", strconv.Itoa(cfg.secs))
+					cpu1 := daemonTicks(b, p.mrc.h[:])
 					if len(bw.Results) != 1 {
 						b.Fatalf("%s: mrc-write-bw results: %+v", tag, bw)
 					}
-					v := bw.Results[0].Average * (1 << 20) * 8 / 1e9
+					r0 := bw.Results[0]
+					v := r0.Average * (1 << 20) * 8 / 1e9
 					if c.size < 4096 {
-						v = bw.Results[0].MsgRate // Mpps: bytes per second mean little for tiny writes
+						v = r0.MsgRate // Mpps: bytes per second mean little for tiny writes
 					}
 					res.add(p.name, prefix+bwName(c), round, v)
-					progress("%s: %s%s: %s", tag, prefix, c, num(v))
+					// CPU per byte moves less with the machine's load than
+					// the rate does: a daemon that waits for the CPU does
+					// not burn it.
+					if gb := r0.Average * (1 << 20) * r0.Seconds / 1e9; gb > 0 && c.size >= 4096 {
+						for i, side := range []string{"sender", "receiver"} {
+							res.add(p.name, fmt.Sprintf("%s%s mrc-nicd CPU, ms per GB", prefix, side), round, 1e3*(cpu1[i]-cpu0[i])/clockTicks/gb)
+						}
+					}
+					progress("%s: %s%s: %s (mrc-nicd CPU %.2f s sender, %.2f s receiver)", tag, prefix, c, num(v),
+						(cpu1[0]-cpu0[0])/clockTicks, (cpu1[1]-cpu0[1])/clockTicks)
 				}
 				for _, s := range cfg.lat {
 					var lat latJSON
@@ -465,6 +477,20 @@ func idleCPU(tb testing.TB, hosts []*host, window time.Duration) []idleSample {
 	return out
 }
 
+// daemonTicks returns each host's mrc-nicd utime+stime in clock ticks.
+func daemonTicks(tb testing.TB, hosts []*host) []float64 {
+	tb.Helper()
+	out := make([]float64, len(hosts))
+	for i, h := range hosts {
+		v, err := procCPUTicks(h.daemon.Process.Pid)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on every
 // Linux architecture Go supports).
 const clockTicks = 100
@@ -556,7 +582,7 @@ func (r *benchNICResult) ratios() []ratio {
 		for _, m := range r.order {
 			if strings.HasPrefix(m, basePrefix) {
 				better := "higher"
-				if strings.HasSuffix(m, "µs") {
+				if strings.HasSuffix(m, "µs") || strings.Contains(m, "CPU") {
 					better = "lower"
 				}
 				per(path, strings.TrimPrefix(m, basePrefix), m, "after / before: "+strings.TrimPrefix(m, basePrefix), better)
