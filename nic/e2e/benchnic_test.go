@@ -325,6 +325,12 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 					}
 					progress("%s: %s%s: %s (mrc-nicd CPU %.2f s sender, %.2f s receiver)", tag, prefix, c, num(v),
 						(cpu1[0]-cpu0[0])/clockTicks, (cpu1[1]-cpu0[1])/clockTicks)
+					if os.Getenv("MRC_BENCH_COUNTERS") != "" {
+						for _, h := range p.mrc.h {
+							out, _ := exec.Command(filepath.Join(h.bin, "mrcctl"), "-d", h.cfg.DeviceSocket, "counters").CombinedOutput()
+							fmt.Fprintf(os.Stderr, "%s mrcctl counters (cumulative since the daemon started):\n%s", h.cfg.Host, out)
+						}
+					}
 				}
 				for _, s := range cfg.lat {
 					var lat latJSON
