@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,6 +234,17 @@ func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 	defer srv.Wait()
 	cmd := tp.h[0].tool(ctx, name, append(args, "--json", tp.h[1].addrs[0].String())...)
 	b, err := cmd.Output()
+	if err != nil && ctx.Err() != nil {
+		// Timed out: a daemon may be stuck. SIGQUIT makes a Go process
+		// print every goroutine's stack before it exits; the daemons' logs
+		// (printed when the benchmark fails) then show where.
+		for _, h := range tp.h {
+			if h.daemon != nil {
+				_ = h.daemon.Process.Signal(syscall.SIGQUIT)
+			}
+		}
+		tb.Fatalf("%s %v timed out after 2 minutes (the daemons got SIGQUIT: their goroutine stacks are in the logs below)", name, args)
+	}
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			tb.Fatalf("%s: %v: %s", name, err, ee.Stderr)
