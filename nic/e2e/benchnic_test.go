@@ -173,6 +173,9 @@ func (r *benchNICResult) add(path, name string, round int, v float64) {
 		r.order = append(r.order, name)
 	}
 	s := r.vals[path][name]
+	if len(s) > round {
+		panic(fmt.Sprintf("bench-nic: %s on %s measured twice in round %d", name, path, round+1))
+	}
 	for len(s) < round {
 		s = append(s, nan) // keeps rounds aligned for the per-round ratios
 	}
@@ -320,7 +323,7 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 					// not burn it.
 					if gb := r0.Average * (1 << 20) * r0.Seconds / 1e9; gb > 0 && c.size >= 4096 {
 						for i, side := range []string{"sender", "receiver"} {
-							res.add(p.name, fmt.Sprintf("%s%s mrc-nicd CPU, ms per GB", prefix, side), round, 1e3*(cpu1[i]-cpu0[i])/clockTicks/gb)
+							res.add(p.name, fmt.Sprintf("%s%s mrc-nicd CPU in %s, ms per GB", prefix, side, strings.TrimPrefix(c.String(), "mrc-write-bw ")), round, 1e3*(cpu1[i]-cpu0[i])/clockTicks/gb)
 						}
 					}
 					progress("%s: %s%s: %s (mrc-nicd CPU %.2f s sender, %.2f s receiver)", tag, prefix, c, num(v),
