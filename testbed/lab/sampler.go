@@ -39,14 +39,41 @@ func (t Telemetry) Run(ctx context.Context, fn func(series.Sample)) error {
 	errs := make(chan error, len(t.Sockets))
 	for node, path := range t.Sockets {
 		go func() {
-			err := watch.Stream(ctx, path, t.Interval, func(s telemetry.Sample) {
-				s.Source = node
+			var err error
+			var failedAt time.Time // when the stream last broke (zero: it delivers)
+			for {
+				err = watch.Stream(ctx, path, t.Interval, func(s telemetry.Sample) {
+					s.Source = node
+					mu.Lock()
+					defer mu.Unlock()
+					failedAt = time.Time{}
+					fn(s)
+				})
+				if err == nil || ctx.Err() != nil {
+					err = nil
+					break
+				}
+				// A scenario may restart a daemon (S10's switch reboot):
+				// its stream ends, and a new daemon answers on the same
+				// socket within RestartGrace. The counters in between are
+				// interpolated; a counter that went backwards contributes
+				// 0 (series.Counters).
 				mu.Lock()
-				defer mu.Unlock()
-				fn(s)
-			})
+				if failedAt.IsZero() {
+					failedAt = time.Now()
+				}
+				gone := time.Since(failedAt) > RestartGrace
+				mu.Unlock()
+				if gone {
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 			if err != nil {
-				err = fmt.Errorf("telemetry of %s (%s): %w", node, path, err)
+				err = fmt.Errorf("telemetry of %s (%s): %w (no daemon answered for %v)", node, path, err, RestartGrace)
 				cancel()
 			}
 			errs <- err
@@ -60,3 +87,7 @@ func (t Telemetry) Run(ctx context.Context, fn func(series.Sample)) error {
 	}
 	return first
 }
+
+// RestartGrace is how long a telemetry stream that ended may take to come
+// back (a daemon restarted) before the run fails.
+const RestartGrace = 5 * time.Second

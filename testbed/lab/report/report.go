@@ -147,7 +147,11 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 		b.WriteString("Faults (planned → requested..returned, relative to the traffic start): ")
 		var fs []string
 		for _, f := range o.Faults {
-			fs = append(fs, fmt.Sprintf("%v→%v..%v %s %s", f.At, f.Sent.Round(time.Millisecond), f.T.Round(time.Millisecond), f.Target, f.Op))
+			planned := fmt.Sprint(f.At)
+			if f.BeforeTraffic {
+				planned = "before the traffic"
+			}
+			fs = append(fs, fmt.Sprintf("%s→%v..%v %s %s", planned, f.Sent.Round(time.Millisecond), f.T.Round(time.Millisecond), f.Target, f.Op))
 		}
 		b.WriteString(strings.Join(fs, "; "))
 		b.WriteString(".\n\n")

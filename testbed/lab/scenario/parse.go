@@ -40,7 +40,7 @@ var (
 	topoFields   = []string{"preset", "file", "links", "nic_pacing"}
 	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
 	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs"}
-	faultFields  = []string{"at", "target", "op"}
+	faultFields  = []string{"at", "before_traffic", "target", "op"}
 	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
 	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
 	// Tools are the traffic generators a flow may name.
@@ -312,12 +312,16 @@ func (p *parser) host(n *yaml.Node, field string) (string, error) {
 
 func (p *parser) fault(n *yaml.Node, field string) (Fault, error) {
 	f := Fault{At: -1, Line: n.Line}
+	var atGiven bool
 	err := p.mapping(n, field, faultFields, func(k string, v *yaml.Node) error {
 		path := field + "." + k
 		var err error
 		switch k {
 		case "at":
 			f.At, err = p.dur(v, path, 0, 10*time.Minute)
+			atGiven = true
+		case "before_traffic":
+			f.BeforeTraffic, err = p.boolean(v, path)
 		case "target":
 			f.Target, err = p.str(v, path)
 		case "op":
@@ -325,10 +329,16 @@ func (p *parser) fault(n *yaml.Node, field string) (Fault, error) {
 		}
 		return err
 	})
+	if err == nil && f.BeforeTraffic {
+		if atGiven {
+			return f, p.err(n, field+".at", "at or before_traffic: true, not both", "a fault before the traffic has no time")
+		}
+		f.At = 0
+	}
 	if err == nil {
 		switch {
 		case f.At < 0:
-			err = p.err(n, field+".at", "a duration from the traffic start, e.g. 2.5s", "missing")
+			err = p.err(n, field+".at", "a duration from the traffic start, e.g. 2.5s, or before_traffic: true", "missing")
 		case f.Target == "":
 			err = p.err(n, field+".target", "a link (h0--p0-t0-0), NIC port (h0:p1), switch port (p0-t0-0:u1) or switch (p0-t1-1)", "missing")
 		case f.Op.Kind == "":
@@ -483,6 +493,10 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		return e, miss("baseline", "FROM..TO (a reference window of the same series), capacity, or capacity of SERIES")
 	case e.Metric == MetricRecovery && e.At < 0 && e.AfterFault == nil:
 		return e, miss("at", "the fault time recovery is measured from, e.g. 2s, or after_fault: N")
+	case e.Metric == MetricQPLossBound && !strings.HasPrefix(e.Series, "qp:"):
+		return e, p.err(n, field+".series", "qp:HOST (the QPs of a sending host)", "metric %s counts per QP, not series %q", e.Metric, e.Series)
+	case e.Metric != MetricQPLossBound && strings.HasPrefix(e.Series, "qp:"):
+		return e, p.err(n, field+".series", "a rate series ("+SeriesHelp+")", "%q is only for metric %s", e.Series, MetricQPLossBound)
 	}
 	if e.At < 0 {
 		e.At = 0 // with after_fault: from the moment the fault took effect
@@ -578,6 +592,9 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 				return bad(e.Line, fmt.Sprintf("expect[%d].series", i), SeriesHelp, "%v", err)
 			}
 		}
+		if h, ok := strings.CutPrefix(e.Series, "qp:"); ok && !slices.ContainsFunc(s.Traffic, func(f Flow) bool { return f.From == h }) {
+			return bad(e.Line, fmt.Sprintf("expect[%d].series", i), "qp:HOST of a host that sends a flow", "%s sends no flow: its QPs lose nothing", h)
+		}
 		if e.CapacityOf != "" {
 			if err := CheckSeries(pl, e.CapacityOf); err != nil {
 				return bad(e.Line, fmt.Sprintf("expect[%d].baseline", i), "capacity of "+SeriesHelp, "%v", err)
@@ -588,13 +605,13 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 }
 
 // SeriesHelp says which series names exist.
-const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs)"
+const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), fabric:HOST and fabric:HOST:pP (bit/s the T1s deliver to the host's T0s), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound)"
 
 // CheckSeries checks a series name against a plan.
 func CheckSeries(pl *plan.Plan, name string) error {
 	parts := strings.Split(name, ":")
 	switch {
-	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rx":
+	case len(parts) >= 2 && len(parts) <= 3 && (parts[0] == "rx" || parts[0] == "fabric"):
 		h := pl.Host(parts[1])
 		if h == nil {
 			return fmt.Errorf("series %q: no host %s", name, parts[1])
@@ -606,7 +623,7 @@ func CheckSeries(pl *plan.Plan, name string) error {
 			}
 		}
 		return nil
-	case len(parts) == 2 && parts[0] == "goodput":
+	case len(parts) == 2 && (parts[0] == "goodput" || parts[0] == "qp"):
 		if pl.Host(parts[1]) == nil {
 			return fmt.Errorf("series %q: no host %s", name, parts[1])
 		}

@@ -23,7 +23,13 @@ func (s *Scenario) Timeline(pl *plan.Plan) ([]Fault, error) {
 		}
 		out = append(out, rf...)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	// Faults before the traffic come first, then by time.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].BeforeTraffic != out[j].BeforeTraffic {
+			return out[i].BeforeTraffic
+		}
+		return out[i].At < out[j].At
+	})
 	return out, nil
 }
 

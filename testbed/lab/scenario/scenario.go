@@ -72,7 +72,11 @@ type Fault struct {
 	At     time.Duration
 	Target string // a link, NIC port (h0:p1), switch port or switch
 	Op     run.Op
-	Line   int
+	// BeforeTraffic applies the fault once the testbed is up, before any
+	// client starts (At is then 0): the fabric is already broken when the
+	// QPs are created, and nothing told the NICs (S9).
+	BeforeTraffic bool
+	Line          int
 }
 
 // RandomFaults draws faults from a seeded generator: every Gap (uniform in
@@ -107,10 +111,15 @@ const (
 	// MetricToolErrors counts traffic processes that failed (exit status,
 	// QP error, --verify mismatch).
 	MetricToolErrors = "tool_errors"
+	// MetricQPLossBound is, over the QPs of a host (series qp:HOST), the
+	// worst ratio of the packets a QP lost (losses + timeouts) to the
+	// packets it had unacknowledged on its EVs when they were declared
+	// ASSUMED_BAD (inflight_at_bad), both counted over Window (S9).
+	MetricQPLossBound = "qp_loss_bound"
 )
 
 // Metrics lists the metric names.
-var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors}
+var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors, MetricQPLossBound}
 
 // Window is a time range relative to the start of the traffic.
 type Window struct{ From, To time.Duration }

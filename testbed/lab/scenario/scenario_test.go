@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softmrc/softmrc/testbed/plan"
 )
 
 const good = `name: t1
@@ -111,7 +113,7 @@ func TestParseErrors(t *testing.T) {
 		{"fault no at", rep("at: 2s, ", ""), "x.yaml:11: faults[1].at: missing"},
 		{"fault bad at", rep("at: 2s", "at: soon"), `x.yaml:11: faults[1].at: bad duration "soon"`},
 		{"interval", rep("interval: 20ms", "interval: 100us"), "x.yaml:12: sampling.interval: 100µs is out of range (allowed: a duration from 1ms to 1s"},
-		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors)`},
+		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors | qp_loss_bound)`},
 		{"no bound", rep(", want: 0.5, tolerance: 0.05", ""), "x.yaml:14: expect[0]: no bound: say what passes (allowed: want (+ tolerance), min or max)"},
 		{"tolerance alone", rep("want: 0.5, ", ""), "x.yaml:14: expect[0].tolerance: tolerance without want"},
 		{"no baseline", rep(", baseline: 0.2s..0.9s", ""), "x.yaml:14: expect[0].baseline: missing for metric ratio"},
@@ -168,4 +170,70 @@ func TestParseEVsAndCapacityOf(t *testing.T) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
+}
+
+// TestParseBeforeTrafficAndQPLossBound: S9's fields. A fault with
+// before_traffic: true has no time and comes first in the timeline;
+// qp_loss_bound reads the per-QP counters of a sending host (qp:HOST) and
+// nothing else does.
+func TestParseBeforeTrafficAndQPLossBound(t *testing.T) {
+	src := strings.Replace(good, "faults:\n", "faults:\n  - {before_traffic: true, target: p1-t0-0--p1-t1-1, op: blackhole}\n", 1)
+	src = strings.Replace(src, "  - {claim: ok, metric: tool_errors, max: 0}\n", "  - {claim: ok, metric: tool_errors, max: 0}\n  - {claim: s9, metric: qp_loss_bound, series: \"qp:h0\", window: 0s..2s, max: 1}\n", 1)
+	s, err := Parse("x.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Faults[0]; !f.BeforeTraffic || f.At != 0 || f.Target != "p1-t0-0--p1-t1-1" {
+		t.Errorf("before_traffic fault %+v", f)
+	}
+	if s.Faults[1].BeforeTraffic {
+		t.Errorf("faults[1] %+v is not before the traffic", s.Faults[1])
+	}
+	if e := s.Expect[4]; e.Metric != MetricQPLossBound || e.Series != "qp:h0" || e.Window.To != 2*time.Second || *e.Max != 1 {
+		t.Errorf("qp_loss_bound %+v", e)
+	}
+	// A regular fault at 0s stays after the one before the traffic.
+	at0 := strings.Replace(src, "faults:\n", "faults:\n  - {at: 0s, target: h0:p0, op: down}\n", 1)
+	s0, err := Parse("x.yaml", []byte(at0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s0.Timeline(mustPlan(t, s0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tl[0].BeforeTraffic || tl[1].BeforeTraffic || tl[1].Target != "h0:p0" {
+		t.Errorf("timeline starts %+v, %+v; want the before_traffic fault first", tl[0], tl[1])
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"at and before_traffic", "{before_traffic: true,", "{before_traffic: true, at: 0s,", "x.yaml:10: faults[0].at: a fault before the traffic has no time (allowed: at or before_traffic: true, not both)"},
+		{"before_traffic not a bool", "before_traffic: true", "before_traffic: soon", `x.yaml:10: faults[0].before_traffic:`},
+		{"fault neither", "{before_traffic: true, ", "{", "x.yaml:10: faults[0].at: missing (allowed: a duration from the traffic start, e.g. 2.5s, or before_traffic: true)"},
+		{"qp series for a ratio", `metric: qp_loss_bound, series: "qp:h0"`, `metric: ratio, baseline: capacity, series: "qp:h0"`, `expect[4].series: "qp:h0" is only for metric qp_loss_bound`},
+		{"rate series for qp_loss_bound", `series: "qp:h0"`, `series: "rx:h3"`, `expect[4].series: metric qp_loss_bound counts per QP, not series "rx:h3" (allowed: qp:HOST`},
+		{"qp of a receiver", `series: "qp:h0"`, `series: "qp:h3"`, "expect[4].series: h3 sends no flow: its QPs lose nothing"},
+		{"qp of no host", `series: "qp:h0"`, `series: "qp:h9"`, `expect[4].series: series "qp:h9": no host h9`},
+		{"qp_loss_bound without window", `, window: 0s..2s`, ``, "expect[4].window: missing for metric qp_loss_bound"},
+	} {
+		if !strings.Contains(src, c.from) {
+			t.Fatalf("%s: %q not in the file", c.name, c.from)
+		}
+		_, err := Parse("x.yaml", []byte(strings.Replace(src, c.from, c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func mustPlan(t *testing.T, s *Scenario) *plan.Plan {
+	t.Helper()
+	tp, err := s.Topology.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := plan.Build(tp, plan.Options{RunDir: "/run/softmrc/test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
 }

@@ -85,6 +85,60 @@ func (c *Counters) Values(keys []string, from, to int64) []float64 {
 	return out
 }
 
+// Growth is how much a cumulative counter grew from from to to (ns,
+// CLOCK_MONOTONIC), by linear interpolation. With fromCreation the start
+// value is 0 instead: the counters of an object created during the run (a
+// QP) start at 0, and its first sample may come after it counted. ok is
+// false when the key was never sampled.
+func (c *Counters) Growth(key string, from, to int64, fromCreation bool) (g float64, ok bool) {
+	o := c.m[key]
+	if len(o) == 0 {
+		return 0, false
+	}
+	start := 0.0
+	if !fromCreation {
+		start = at(o, from)
+	}
+	if to < o[0].t {
+		// Not yet created at to: nothing counted.
+		return 0, true
+	}
+	return at(o, to) - start, true
+}
+
+// GrowthByID is, for every object of source that reported keys[0] (every
+// QP of a host, for a QP counter), how much each counter in keys grew from
+// zero+from to zero+to (zero in CLOCK_MONOTONIC ns). A window from 0 or
+// before counts from the object's creation (Growth's fromCreation).
+func (c *Counters) GrowthByID(source string, zero int64, from, to time.Duration, keys ...string) (map[string]map[string]float64, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("no counter named")
+	}
+	out := map[string]map[string]float64{}
+	for _, id := range c.IDs(source, keys[0]) {
+		m := map[string]float64{}
+		for _, k := range keys {
+			g, ok := c.Growth(Key(source, id, k), zero+int64(from), zero+int64(to), from <= 0)
+			if !ok {
+				return nil, fmt.Errorf("%s of %s did not report %s", id, source, k)
+			}
+			m[k] = g
+		}
+		out[id] = m
+	}
+	return out, nil
+}
+
+// IDs lists the objects of a source that report value (e.g. every QP of
+// h0 has inflight_at_bad), sorted.
+func (c *Counters) IDs(source, value string) []string {
+	var out []string
+	for _, k := range c.Keys(source, value) {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(k, source+":"), "/"+value))
+	}
+	return out
+}
+
 // Has says whether the counter was sampled at least twice.
 func (c *Counters) Has(key string) bool { return len(c.m[key]) >= 2 }
 
@@ -120,6 +174,49 @@ func (c *Counters) Rate(name, unit string, keys []string, zero, end int64, step 
 		var sum float64
 		for _, k := range keys {
 			d := at(c.m[k], t) - at(c.m[k], t-int64(step))
+			if d > 0 {
+				sum += d
+			}
+		}
+		s.Points = append(s.Points, Point{T: time.Duration(t - zero), V: sum / step.Seconds() * scale})
+	}
+	return s, nil
+}
+
+// Port names the two counters of a modelled switch port that give what
+// its emulated link carried: Tx, the bytes the port model admitted
+// (tx_bytes), and Queue, the gauge of its virtual-queue backlog
+// (queue_bytes; "" for a port without a model).
+type Port struct{ Tx, Queue string }
+
+// Drained is the rate at which the ports' virtual queues drained: over each
+// step, the bytes admitted less the growth of the backlog, summed over the
+// ports, in units per second times scale, on Rate's grid. This is the rate
+// the emulated links carried, never above their capacity. The admitted
+// bytes alone (Rate over Tx) are not: the XDP port model cannot delay a
+// frame, so after a sender stall the queue has drained and a burst of up to
+// the buffer passes at once, and a window's admitted rate can exceed the
+// capacity by buffer / window (docs/lab.md). A port whose counters went
+// backwards (a daemon restarted) contributes 0 over that step.
+func (c *Counters) Drained(name, unit string, ports []Port, zero, end int64, step time.Duration, scale float64) (Series, error) {
+	s := Series{Name: name, Unit: unit}
+	for _, p := range ports {
+		for _, k := range []string{p.Tx, p.Queue} {
+			if k != "" && !c.Has(k) {
+				return s, fmt.Errorf("series %s: counter %s was not sampled (at least two samples needed)", name, k)
+			}
+		}
+	}
+	for t := zero + int64(step); t <= end; t += int64(step) {
+		var sum float64
+		for _, p := range ports {
+			d := at(c.m[p.Tx], t) - at(c.m[p.Tx], t-int64(step))
+			if d < 0 {
+				continue
+			}
+			if p.Queue != "" {
+				d -= at(c.m[p.Queue], t) - at(c.m[p.Queue], t-int64(step))
+			}
 			if d > 0 {
 				sum += d
 			}

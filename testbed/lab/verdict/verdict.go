@@ -5,7 +5,10 @@ package verdict
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
@@ -28,6 +31,11 @@ type Data interface {
 	// RTT is the flows' typical round-trip time (0: unknown); recovery
 	// times are also given in RTTs.
 	RTT() time.Duration
+	// QPGrowth is, for every QP of host (by QP id), how much each
+	// counter in keys grew over the window (relative to the traffic's
+	// zero). A window from 0 counts from the QP's creation: its counters
+	// start at 0, and the first packets leave before time zero.
+	QPGrowth(host string, w scenario.Window, keys ...string) (map[string]map[string]float64, error)
 }
 
 // Result is one checked expectation.
@@ -77,6 +85,8 @@ func Check(e scenario.Expect, d Data) Result {
 		err = ratio(e, d, &r)
 	case scenario.MetricRecovery:
 		err = recovery(e, d, &r)
+	case scenario.MetricQPLossBound:
+		err = qpLossBound(e, d, &r)
 	case scenario.MetricToolErrors:
 		errs := d.ToolErrors()
 		r.Measured, r.Unit = float64(len(errs)), "errors"
@@ -229,4 +239,52 @@ func human(v float64, unit string) string {
 		return fmt.Sprintf("%.4g kbit/s", v/1e3)
 	}
 	return fmt.Sprintf("%.4g %s", v, unit)
+}
+
+// Counter names qpLossBound reads (internal/telemetry's keys).
+const (
+	keyLosses        = "losses"
+	keyTimeouts      = "timeouts"
+	keyInFlightAtBad = "inflight_at_bad"
+)
+
+// qpLossBound is S9's claim per QP: the packets it lost (SACK-hole losses
+// plus timeouts) over the window are at most the packets it had
+// unacknowledged on its EVs when they were declared ASSUMED_BAD. The
+// measured value is the worst QP's lost / bound. A run in which no EV of
+// any QP was declared bad did not exercise the claim: not measured.
+func qpLossBound(e scenario.Expect, d Data, r *Result) error {
+	host := strings.TrimPrefix(e.Series, "qp:")
+	g, err := d.QPGrowth(host, e.Window, keyLosses, keyTimeouts, keyInFlightAtBad)
+	if err != nil {
+		return err
+	}
+	if len(g) == 0 {
+		return fmt.Errorf("no QP of %s was sampled over %v", host, e.Window)
+	}
+	ids := slices.Sorted(maps.Keys(g))
+	var worst, totalBound float64
+	var parts []string
+	for _, id := range ids {
+		c := g[id]
+		lost, bound := c[keyLosses]+c[keyTimeouts], c[keyInFlightAtBad]
+		totalBound += bound
+		q := 0.0
+		switch {
+		case lost > 0 && bound == 0:
+			q = math.Inf(1)
+		case lost > 0:
+			q = lost / bound
+		}
+		worst = max(worst, q)
+		parts = append(parts, fmt.Sprintf("%s lost %.0f (%.0f + %.0f timeouts) of %.0f", id, lost, c[keyLosses], c[keyTimeouts], bound))
+	}
+	if totalBound == 0 {
+		return fmt.Errorf("no EV of %s's %d QPs was declared ASSUMED_BAD over %v, so nothing was in flight on a bad path: the faults did not exercise the claim (%s)",
+			host, len(g), e.Window, strings.Join(parts, "; "))
+	}
+	r.Measured = worst
+	r.Detail = fmt.Sprintf("worst QP's lost / in flight on its EVs when declared ASSUMED_BAD, %d QPs of %s over %v: %s",
+		len(g), host, e.Window, strings.Join(parts, "; "))
+	return nil
 }

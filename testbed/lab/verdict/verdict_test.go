@@ -15,6 +15,14 @@ type fake struct {
 	s    map[string]series.Series
 	cap  float64
 	errs []string
+	qps  *series.Counters // per-QP counters (qp_loss_bound), time zero at 0
+}
+
+func (f fake) QPGrowth(host string, w scenario.Window, keys ...string) (map[string]map[string]float64, error) {
+	if f.qps == nil {
+		return nil, fmt.Errorf("no QP of %s sampled", host)
+	}
+	return f.qps.GrowthByID(host, 0, w.From, w.To, keys...)
 }
 
 func (f fake) Series(n string) (series.Series, error) {
@@ -211,5 +219,81 @@ func TestCheckECNBalancing(t *testing.T) {
 	own := scenario.Expect{Claim: "own capacity", Metric: scenario.MetricRatio, Series: "goodput:h1", Window: w, BaselineCapacity: true, Min: f(0.45)}
 	if r := Check(own, balanced); r.Pass {
 		t.Errorf("without capacity of, goodput:h1 is measured against its host's 100 Mbit/s and must fail: %.3f", r.Measured)
+	}
+}
+
+// qpRun builds h0's per-QP counters as mrc-nicd samples them every 10 ms:
+// each QP is created at created (before time zero: its first packets leave
+// before 64 KiB have arrived) and first sampled 120 ms later (a QP shows
+// up in the stream at the daemon's next tick, later on a loaded machine),
+// declares an EV bad at badAt with atBad packets unacknowledged on it, and
+// loses lost packets (SACK holes) and tmo (timeouts) evenly over its
+// first 400 ms.
+type qpRun struct {
+	id               string
+	created, badAt   time.Duration
+	atBad, lost, tmo float64
+}
+
+func qpCounters(runs []qpRun) *series.Counters {
+	var c series.Counters
+	for t := -200 * time.Millisecond; t <= 4*time.Second; t += 10 * time.Millisecond {
+		for _, q := range runs {
+			if t < q.created+120*time.Millisecond {
+				continue
+			}
+			frac := min(1, float64(t-q.created)/float64(400*time.Millisecond))
+			bad := 0.0
+			if t >= q.badAt {
+				bad = q.atBad
+			}
+			c.Add(series.Sample{T: int64(t), Source: "h0", Kind: "qp", ID: q.id, Values: map[string]float64{
+				"losses": math.Floor(frac * q.lost), "timeouts": math.Floor(frac * q.tmo), "inflight_at_bad": bad, "acked_bytes": float64(t),
+			}})
+		}
+	}
+	return &c
+}
+
+// TestCheckQPLossBound is S9 on synthetic per-QP counters. A QP that loses
+// no more than it had in flight on its EVs when they were declared bad
+// passes; one that keeps losing after (it went on spraying on the broken
+// path) must FAIL; a QP that lost packets it never had in flight on a bad
+// EV must FAIL; and a run where no EV was ever declared bad did not
+// exercise the claim (not measured). The first losses happen before time
+// zero: a window from 0 counts them (from the QP's creation).
+func TestCheckQPLossBound(t *testing.T) {
+	e := scenario.Expect{Claim: "lost ≤ in flight at bad", Metric: scenario.MetricQPLossBound, Series: "qp:h0", Window: scenario.Window{To: 3 * time.Second}, Max: f(1)}
+	early := -50 * time.Millisecond // declared bad before time zero
+	cases := []struct {
+		name     string
+		runs     []qpRun
+		measured float64
+		pass     bool
+		detail   string
+	}{
+		{"bounded", []qpRun{{"0x0101", -150 * time.Millisecond, early, 12, 2, 10}, {"0x0102", -140 * time.Millisecond, 200 * time.Millisecond, 20, 5, 10}}, 12.0 / 12, true, "0x0101 lost 12 (2 + 10 timeouts) of 12"},
+		{"keeps losing", []qpRun{{"0x0101", -150 * time.Millisecond, early, 12, 2, 10}, {"0x0102", -140 * time.Millisecond, 200 * time.Millisecond, 20, 30, 10}}, 40.0 / 20, false, "0x0102 lost 40 (30 + 10 timeouts) of 20"},
+		{"lost with nothing declared bad", []qpRun{{"0x0101", -150 * time.Millisecond, early, 12, 2, 10}, {"0x0102", -140 * time.Millisecond, 10 * time.Second, 20, 3, 0}}, math.Inf(1), false, "0x0102 lost 3 (3 + 0 timeouts) of 0"},
+		{"no path broken", []qpRun{{"0x0101", -150 * time.Millisecond, 10 * time.Second, 0, 0, 0}}, math.NaN(), false, "not measured: no EV of h0's 1 QPs was declared ASSUMED_BAD"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(e, fake{qps: qpCounters(c.runs)})
+			same := r.Measured == c.measured || (math.IsNaN(c.measured) && math.IsNaN(r.Measured)) || math.Abs(r.Measured-c.measured) < 1e-9
+			if r.Pass != c.pass || !same || !strings.Contains(r.Detail, c.detail) {
+				t.Errorf("measured %v pass %v (%s); want %v pass %v, detail with %q", r.Measured, r.Pass, r.Detail, c.measured, c.pass, c.detail)
+			}
+		})
+	}
+	// The bounded run passes only because the window counts from each
+	// QP's creation: QP 0x0101 declared its EV bad at -50 ms, before its
+	// first sample (-30 ms) and before time zero. Counted from time zero
+	// (or from the first sample), its bound is 0 and what it lost
+	// afterwards fails the claim.
+	late := e
+	late.Window.From = time.Millisecond
+	if r := Check(late, fake{qps: qpCounters(cases[0].runs)}); r.Pass || !strings.Contains(r.Detail, "0x0101 lost 9 (2 + 7 timeouts) of 0") {
+		t.Errorf("from 1 ms the bad EV (declared at -50 ms) is outside the window, want FAIL: %v %s", r.Pass, r.Detail)
 	}
 }
