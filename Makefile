@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
-.PHONY: all build deps test test-short generate check-generate bench sweep lint demo reproduce clean help
+.PHONY: all build deps test test-short generate check-generate bench bench-nic sweep lint demo reproduce clean help
 
 all: build
 
@@ -24,6 +24,7 @@ help:
 	@echo "make reproduce - run every mrc-lab scenario (testbed/scenarios) RUNS times; report in docs/results/lab/"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
+	@echo "make bench-nic - mrc-nicd against raw AF_XDP and kernel TCP/MPTCP/UDP on a veth pair and clos-2p, ROUNDS alternating rounds (default 5, ~5 min); writes docs/performance.md"
 	@echo "make sweep    - the simulator's scenario tests over SEEDS seeds (default 10; docs/engine.md 'Scenarios over seeds')"
 	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
 	@echo "make clean    - remove $(BIN)/ and test leftovers"
@@ -56,6 +57,17 @@ check-generate: generate
 
 bench: build
 	MRC_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)
+
+# The soft NIC against this machine's floor (raw AF_XDP) and the kernel
+# (TCP, MPTCP, UDP) on the same paths, ROUNDS alternating rounds; the ratio
+# table replaces the generated section of docs/performance.md. A benchmark,
+# not a test: nothing asserts a speed. Knobs: docs/performance.md.
+ROUNDS ?= 5
+bench-nic: build
+	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+	MRC_BIN=$(CURDIR)/$(BIN) MRC_BENCH_ROUNDS=$(ROUNDS) MRC_BENCH_OUT=$(CURDIR)/docs/performance.md \
+	  MRC_BENCH_CMD="make bench-nic ROUNDS=$(ROUNDS)" \
+	  $(GO) test -run '^$$' -bench '^BenchmarkNICCompare$$' -benchtime 1x -count 1 -timeout 30m ./nic/e2e/
 
 # The scenario tests over more seeds than a plain `go test` runs (3): the
 # distributions docs/engine.md's sensitivity table comes from.

@@ -249,7 +249,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		d.rxFns[i] = d.rxFn(i)
 	}
 	for i := range d.txq {
-		d.txq[i].init()
+		d.txq[i].init(d.ports[i])
 	}
 	if !opts.NoCarrier {
 		for i, p := range cfg.Ports {

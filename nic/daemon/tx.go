@@ -22,14 +22,25 @@ const pollRoom = 1024
 // frames the engine already counted as sent, their ACK timers running, and
 // it did (TestPacedPorts: 1-6 % of a paced write retransmitted on a
 // lossless pipe, every one by timeout).
+//
+// Frames are built straight in the port's transmit buffers (the UMEM on an
+// AF_XDP port: one payload copy, from the application's memory, per frame)
+// while the port has room and nothing is queued; only when it is full do
+// they go to the queue's own buffers, to be copied to the port later in
+// order.
 type portTx struct {
 	bufs  [][]byte // ring of txQueueLen frame buffers
 	head  int      // first queued
 	n     int      // queued
 	batch [][]byte
+
+	port    xsk.Port // where slot asks for a transmit buffer first
+	direct  []byte   // the port's buffer slot last returned (nil: a queue buffer)
+	pending int      // frames committed to the port, not yet flushed
 }
 
-func (t *portTx) init() {
+func (t *portTx) init(p xsk.Port) {
+	t.port = p
 	t.bufs = make([][]byte, txQueueLen)
 	for i := range t.bufs {
 		t.bufs[i] = make([]byte, 0, xsk.FrameSize)
@@ -40,8 +51,17 @@ func (t *portTx) init() {
 func (t *portTx) room() int { return len(t.bufs) - t.n }
 
 // slot is the buffer the next frame is encoded into (nil when the queue is
-// full); push queues it once n bytes are written.
+// full): the port's own while it has room and nothing waits in the queue
+// (frames leave in order), else the queue's. push queues it once n bytes
+// are written and returns the frame.
 func (t *portTx) slot() []byte {
+	t.direct = nil
+	if t.n == 0 && t.port != nil {
+		if b := t.port.TxSlot(); b != nil {
+			t.direct = b
+			return b
+		}
+	}
 	if t.n == len(t.bufs) {
 		return nil
 	}
@@ -50,6 +70,16 @@ func (t *portTx) slot() []byte {
 }
 
 func (t *portTx) push(n int) []byte {
+	if d := t.direct; d != nil {
+		t.direct = nil
+		// TxSlot just returned this buffer and n fits it (the encoder
+		// wrote n bytes into it), so TxCommit has nothing to refuse.
+		if err := t.port.TxCommit(n); err == nil {
+			t.pending++
+			return d[:n]
+		}
+		return nil
+	}
 	i := (t.head + t.n) % len(t.bufs)
 	t.bufs[i] = t.bufs[i][:n]
 	t.n++
@@ -59,6 +89,14 @@ func (t *portTx) push(n int) []byte {
 // flush sends what the port's ring takes.
 func (t *portTx) flush(p xsk.Port, c *counters) int {
 	sent := 0
+	if t.pending > 0 {
+		// The frames built in the port go first: whatever is queued was
+		// encoded after them.
+		n, _ := p.TxFlush()
+		t.pending = 0
+		sent += n
+		c.txFrames.Add(uint64(n))
+	}
 	for t.n > 0 {
 		t.batch = t.batch[:0]
 		for k := 0; k < t.n && len(t.batch) < txBatch; k++ {

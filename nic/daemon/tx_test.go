@@ -10,10 +10,26 @@ import (
 // The queue holds frames only while the port's ring is full: everything
 // the ring takes goes at once (no pacing here: the engine paces), the rest
 // in order once the ring drains.
+//
+// Built in the port (frames encoded straight into its buffers while it has
+// room) or in the queue's buffers only, the frames leave in the order they
+// were built.
 func TestPortTxRingFull(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(map[bool]string{false: "queue", true: "in the port"}[direct], func(t *testing.T) {
+			testPortTxRingFull(t, direct)
+		})
+	}
+}
+
+func testPortTxRingFull(t *testing.T, direct bool) {
 	a, b := xsk.NewPipe("qa", "qb", 8) // a ring of 8 frames
 	var tx portTx
-	tx.init()
+	if direct {
+		tx.init(a)
+	} else {
+		tx.init(nil)
+	}
 	var c counters
 	for i := 0; i < 20; i++ {
 		buf := tx.slot()
@@ -21,7 +37,12 @@ func TestPortTxRingFull(t *testing.T) {
 			t.Fatal("queue full")
 		}
 		buf[0] = byte(i)
-		tx.push(1)
+		if f := tx.push(1); len(f) != 1 || f[0] != byte(i) {
+			t.Fatalf("push returned %v for frame %d", f, i)
+		}
+	}
+	if direct && (tx.pending != 8 || tx.n != 12) {
+		t.Fatalf("%d frames built in the port and %d queued, want 8 (its room) and 12", tx.pending, tx.n)
 	}
 	if n := tx.flush(a, &c); n != 8 {
 		t.Fatalf("flush sent %d frames into a ring of 8, want 8", n)

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,27 +145,36 @@ func udpPingPong(tb testing.TB, tp *topo, n int) float64 {
 // second received: the raw AF_XDP receive rate of the same frames on the
 // same path.
 func rawXDP(tb testing.TB, tp *topo, d time.Duration) (fps float64, frameLen int) {
+	return rawXDPPorts(tb, tp.h[0], tp.h[1], 0, d)
+}
+
+// rawXDPPorts is rawXDP from src's port p to dst's port p, addressed as
+// mrc-nicd in ecmp mode addresses them (to the neighbour's MAC, which on a
+// veth pair is the peer and on a testbed the T0), so that on a fabric the
+// switches forward the frames as they forward the NIC's. The daemons must
+// not run on those ports (one AF_XDP socket per queue).
+func rawXDPPorts(tb testing.TB, src, dst *host, p int, d time.Duration) (fps float64, frameLen int) {
+	c0, c1 := src.cfg.Ports[p], dst.cfg.Ports[p]
 	var tx, rx *xsk.XDPPort
-	inNS(tb, tp.h[0].ns, func() {
+	inNS(tb, src.ns, func() {
 		var err error
-		if tx, err = xsk.Open(xsk.Config{Ifname: tp.ifs[0][0], NoSteer: true, RingSize: 2048}); err != nil {
+		if tx, err = xsk.Open(xsk.Config{Ifname: c0.Interface, NoSteer: true, RingSize: 2048}); err != nil {
 			tb.Fatal(err)
 		}
 	})
 	defer tx.Close()
-	inNS(tb, tp.h[1].ns, func() {
+	inNS(tb, dst.ns, func() {
 		var err error
-		if rx, err = xsk.Open(xsk.Config{Ifname: tp.ifs[1][0], Addrs: tp.h[1].addrs[:1], RingSize: 4096}); err != nil {
+		if rx, err = xsk.Open(xsk.Config{Ifname: c1.Interface, Addrs: []netip.Addr{c1.Address}, RingSize: 4096}); err != nil {
 			tb.Fatal(err)
 		}
 	})
 	defer rx.Close()
-	c0, c1 := tp.h[0].cfg.Ports[0], tp.h[1].cfg.Ports[0]
-	p := wire.Packet{SrcMAC: c0.MAC, DstMAC: c1.MAC, Src: wire.Addr128FromNetip(c0.Address), Dst: wire.Addr128FromNetip(c1.Address),
+	pk := wire.Packet{SrcMAC: c0.MAC, DstMAC: c0.NeighborMAC, Src: wire.Addr128FromNetip(c0.Address), Dst: wire.Addr128FromNetip(c1.Address),
 		DSCP: wire.DSCPTrimmable, ECN: wire.ECNECT0, EV: 0x1234, Opcode: wire.OpWriteMiddle, DestQP: 0x101, PSN: 1,
 		VA: 0x1000, RKey: 7, DMALen: 65536, Payload: make([]byte, 2048)}
-	frame := make([]byte, p.Len())
-	n, err := p.Encode(frame)
+	frame := make([]byte, pk.Len())
+	n, err := pk.Encode(frame)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -201,6 +212,8 @@ func rawXDP(tb testing.TB, tp *topo, d time.Duration) (fps float64, frameLen int
 type bwJSON struct {
 	Results []struct {
 		Average float64 `json:"BW_average"`
+		MsgRate float64 `json:"MsgRate"` // Mpps
+		Seconds float64 `json:"seconds"`
 	} `json:"results"`
 }
 
@@ -221,6 +234,17 @@ func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 	defer srv.Wait()
 	cmd := tp.h[0].tool(ctx, name, append(args, "--json", tp.h[1].addrs[0].String())...)
 	b, err := cmd.Output()
+	if err != nil && ctx.Err() != nil {
+		// Timed out: a daemon may be stuck. SIGQUIT makes a Go process
+		// print every goroutine's stack before it exits; the daemons' logs
+		// (printed when the benchmark fails) then show where.
+		for _, h := range tp.h {
+			if h.daemon != nil {
+				_ = h.daemon.Process.Signal(syscall.SIGQUIT)
+			}
+		}
+		tb.Fatalf("%s %v timed out after 2 minutes (the daemons got SIGQUIT: their goroutine stacks are in the logs below)", name, args)
+	}
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			tb.Fatalf("%s: %v: %s", name, err, ee.Stderr)

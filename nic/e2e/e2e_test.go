@@ -190,15 +190,7 @@ func (h *host) start(t testing.TB) {
 	}
 	cmd := h.daemon
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		stopDaemon(cmd)
 		if t.Failed() {
 			t.Logf("%s mrc-nicd log:\n%s", h.ns, h.log.String())
 		}
@@ -214,6 +206,30 @@ func (h *host) start(t testing.TB) {
 			t.Fatalf("mrc-nicd in %s did not come up: %v %s\n%s", h.ns, err, out, h.log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop stops h's mrc-nicd (SIGTERM: it detaches its XDP programs and
+// closes its sockets) and waits for it; start runs it again. bench-nic
+// alternates the daemon with the kernel and raw AF_XDP baselines this way.
+func (h *host) stop() {
+	if h.daemon != nil {
+		stopDaemon(h.daemon)
+		h.daemon = nil
+	}
+}
+
+// stopDaemon sends SIGTERM, waits up to 10 s, then kills. A second call on
+// the same process returns at once (Wait reports it was already called).
+func stopDaemon(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
 	}
 }
 

@@ -30,6 +30,13 @@ import (
 // hence this helper; it reuses host.start and the testbed binaries.
 func fabricPair(tb testing.TB, from, to string) (mrc, tcp *topo) {
 	tb.Helper()
+	return fabricPairStart(tb, from, to, true)
+}
+
+// fabricPairStart is fabricPair; the daemons run only when start is set.
+// tcp's hosts then carry every port's address (plane order) and the config.
+func fabricPairStart(tb testing.TB, from, to string, start bool) (mrc, tcp *topo) {
+	tb.Helper()
 	bin := bins(tb)
 	tbBin := filepath.Join(bin, "mrc-testbed")
 	if _, err := exec.LookPath(tbBin); err != nil {
@@ -68,9 +75,14 @@ func fabricPair(tb testing.TB, from, to string) (mrc, tcp *topo) {
 		}
 		h := &host{ns: ph.NS, cfg: c, path: path, log: &lockedBuffer{}, bin: bin,
 			addrs: []netip.Addr{ph.MgmtAddr.Addr()}}
-		h.start(tb)
+		if start {
+			h.start(tb)
+		}
 		mrc.h[i] = h
-		tcp.h[i] = &host{ns: ph.NS, addrs: []netip.Addr{ph.Ports[0].Addr.Addr()}}
+		tcp.h[i] = &host{ns: ph.NS, cfg: c}
+		for _, pp := range ph.Ports {
+			tcp.h[i].addrs = append(tcp.h[i].addrs, pp.Addr.Addr())
+		}
 	}
 	return mrc, tcp
 }

@@ -25,6 +25,9 @@ type PipePort struct {
 	// sent from this end; returning true loses the frame, as a faulty link
 	// would. Set it before traffic starts.
 	Drop func(frame []byte) bool
+	// TxSlot's buffer and the frames committed but not flushed.
+	slot []byte
+	pend [][]byte
 }
 
 type pipeQueue struct {
@@ -51,11 +54,19 @@ func NewPipe(a, b string, depth int) (*PipePort, *PipePort) {
 // Name returns the port's name.
 func (p *PipePort) Name() string { return p.name }
 
-// Send copies frames into the peer's queue.
+// Send copies frames into the peer's queue, after the frames committed
+// with TxCommit and not yet flushed.
 func (p *PipePort) Send(frames [][]byte) (int, error) {
 	if p.closed.Load() {
 		return 0, ErrClosed
 	}
+	if _, err := p.TxFlush(); err != nil {
+		return 0, err
+	}
+	return p.send(frames)
+}
+
+func (p *PipePort) send(frames [][]byte) (int, error) {
 	q := p.out
 	q.mu.Lock()
 	if q.closed {
@@ -100,6 +111,9 @@ func (p *PipePort) SendFunc(max int, build func(frame []byte) int) (int, error) 
 	if p.closed.Load() {
 		return 0, ErrClosed
 	}
+	if _, err := p.TxFlush(); err != nil {
+		return 0, err
+	}
 	q := p.out
 	q.mu.Lock()
 	room := q.depth - len(q.frames) // only this end adds to q, so room only grows
@@ -121,7 +135,52 @@ func (p *PipePort) SendFunc(max int, build func(frame []byte) int) (int, error) 
 	if len(frames) == 0 {
 		return 0, nil
 	}
-	return p.Send(frames)
+	return p.send(frames)
+}
+
+// TxSlot returns a buffer for the next frame, or nil when the peer's queue
+// has no room for it (counted as TxFull); as on a Socket, TxCommit queues
+// it and TxFlush sends what was committed.
+func (p *PipePort) TxSlot() []byte {
+	if p.closed.Load() {
+		return nil
+	}
+	q := p.out
+	q.mu.Lock()
+	room := q.depth - len(q.frames) - len(p.pend)
+	q.mu.Unlock()
+	if room <= 0 {
+		p.c.txFull.Add(1)
+		return nil
+	}
+	if p.slot == nil {
+		p.slot = make([]byte, FrameSize)
+	}
+	return p.slot
+}
+
+// TxCommit queues the n bytes built in the last TxSlot's buffer.
+func (p *PipePort) TxCommit(n int) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if n <= 0 || n > FrameSize || p.slot == nil {
+		return fmt.Errorf("xsk: TxCommit of %d bytes: must be 1..%d, after a TxSlot", n, FrameSize)
+	}
+	p.pend = append(p.pend, p.slot[:n])
+	p.slot = nil
+	return nil
+}
+
+// TxFlush sends the committed frames to the peer.
+func (p *PipePort) TxFlush() (int, error) {
+	if len(p.pend) == 0 {
+		return 0, nil
+	}
+	n, err := p.send(p.pend)
+	clear(p.pend)
+	p.pend = p.pend[:0]
+	return n, err
 }
 
 func (p *PipePort) count(n int, bytes uint64) {
@@ -173,6 +232,9 @@ func (p *PipePort) Recv(bufs [][]byte) (int, error) {
 // Wait blocks until a frame is queued for this end, Wake is called or
 // timeout passes.
 func (p *PipePort) Wait(timeout time.Duration) error {
+	if !p.closed.Load() {
+		_, _ = p.TxFlush() // as a Socket's Wait pushes out what is committed
+	}
 	q := p.in
 	q.mu.Lock()
 	closed, n := q.closed, len(q.frames)

@@ -28,6 +28,14 @@ type Port interface {
 	// transmit buffers of FrameSize bytes (returning each frame's length, or
 	// 0 to stop), saving Send's copy.
 	SendFunc(max int, build func(frame []byte) int) (int, error)
+	// TxSlot returns a transmit buffer of FrameSize bytes to build the next
+	// frame in (nil when the port is full for now), TxCommit queues the
+	// frame of n bytes built in it, and TxFlush sends what was committed
+	// with at most one kick. On a Socket the buffer is the UMEM chunk
+	// itself: no copy. A slot not committed is handed out again.
+	TxSlot() []byte
+	TxCommit(n int) error
+	TxFlush() (int, error)
 	// Wait blocks until a frame can be received, Wake is called or timeout
 	// passes; a negative timeout waits without limit. It also pushes out
 	// transmissions the kernel has not taken yet, so an idle loop calls it.

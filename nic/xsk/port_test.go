@@ -163,6 +163,84 @@ func TestPortSendFunc(t *testing.T) {
 	}
 }
 
+// TestPortTxSlot builds frames in the port's own buffers (TxSlot,
+// TxCommit, TxFlush): in order with frames sent by Send in between (those
+// go after what was committed before them), a slot not committed is handed
+// out again, and a full port returns nil slots, counted, until it drains.
+func TestPortTxSlot(t *testing.T) {
+	for _, kind := range []string{"pipe", "xdp"} {
+		t.Run(kind, func(t *testing.T) {
+			a, b, mk := portPair(t, kind)
+			var want [][]byte
+			for i := range 12 {
+				want = append(want, mk(payload(60+i*150, byte(i))))
+			}
+			build := func(f []byte) {
+				t.Helper()
+				slot := a.TxSlot()
+				if len(slot) != FrameSize {
+					t.Fatalf("TxSlot gave %d bytes, want %d", len(slot), FrameSize)
+				}
+				if again := a.TxSlot(); &again[0] != &slot[0] {
+					t.Fatal("a second TxSlot before TxCommit gave another buffer")
+				}
+				if err := a.TxCommit(copy(slot, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, f := range want[:4] {
+				build(f)
+			}
+			if n, err := a.Send(want[4:6]); n != 2 || err != nil { // publishes 0..3 first
+				t.Fatalf("Send = %d, %v", n, err)
+			}
+			for _, f := range want[6:] {
+				build(f)
+			}
+			if n, err := a.TxFlush(); n != 6 || err != nil {
+				t.Fatalf("TxFlush = %d, %v; want the 6 frames committed since the Send", n, err)
+			}
+			if n, err := a.TxFlush(); n != 0 || err != nil {
+				t.Fatalf("second TxFlush = %d, %v", n, err)
+			}
+			got, err := recvN(b, len(want), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("frame %d differs (got %d bytes, want %d)", i, len(got[i]), len(want[i]))
+				}
+			}
+			if err := a.TxCommit(FrameSize + 1); err == nil {
+				t.Error("TxCommit of more than FrameSize succeeded")
+			}
+
+			// Bounded: without a flush the port runs out of slots.
+			full0, slots := a.Stats().TxFull, 0
+			for a.TxSlot() != nil {
+				if err := a.TxCommit(len(want[0])); err != nil {
+					t.Fatal(err)
+				}
+				if slots++; slots > 1<<16 {
+					t.Fatal("TxSlot never ran out")
+				}
+			}
+			if a.Stats().TxFull != full0+1 {
+				t.Errorf("TxFull rose by %d for one refused slot", a.Stats().TxFull-full0)
+			}
+			if n, err := a.TxFlush(); n != slots || err != nil {
+				t.Fatalf("TxFlush = %d, %v; want %d", n, err, slots)
+			}
+			waitFor(t, "a free slot after the port drained", 10*time.Second, func() bool {
+				_, _ = b.RecvFunc(256, func([]byte) {})
+				_ = a.Wait(0)
+				return a.TxSlot() != nil
+			})
+		})
+	}
+}
+
 // TestWaitAny waits on two ports at once: a frame on the second, or Wake on
 // the first, ends the wait.
 func TestWaitAny(t *testing.T) {

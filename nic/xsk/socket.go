@@ -65,6 +65,10 @@ type Socket struct {
 	txFree   []uint64 // free transmit chunks: the bounded transmit pool
 	rxFree   []uint64 // free receive chunks not yet back on the fill ring
 	txBudget bool     // XDP_MAX_TX_SKB_BUDGET was raised to the ring size
+	// txPend frames were committed by TxCommit into tx descriptors after
+	// cachedProd but not yet published to the kernel (TxFlush does).
+	txPend    uint32
+	txPendLen uint64 // their bytes
 
 	c counters
 
@@ -281,6 +285,7 @@ func (s *Socket) Send(frames [][]byte) (int, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
+	s.publish() // frames committed earlier go first, and their descriptors stay theirs
 	s.reclaim()
 	n := min(uint32(len(frames)), uint32(len(s.txFree)))
 	n = min(n, s.tx.free(n))
@@ -328,6 +333,7 @@ func (s *Socket) SendFunc(max int, build func(frame []byte) int) (int, error) {
 	if max <= 0 {
 		return 0, nil
 	}
+	s.publish()
 	s.reclaim()
 	room := min(uint32(len(s.txFree)), s.tx.free(uint32(max)))
 	n := uint32(0)
@@ -355,6 +361,76 @@ func (s *Socket) SendFunc(max int, build func(frame []byte) int) (int, error) {
 		s.c.txBytes.Add(bytes)
 	}
 	return int(n), s.kick()
+}
+
+// TxSlot returns the next free transmit chunk (FrameSize bytes of the
+// UMEM) for a frame to be built in place, or nil when the transmit pool or
+// ring is full (counted as TxFull). TxCommit queues the frame built in it;
+// TxFlush hands every committed frame to the kernel with at most one kick.
+// A slot not committed is returned again by the next TxSlot. With Send and
+// SendFunc this is the third way to transmit, and the only one with neither
+// a copy nor a kick per call: the NIC daemon's engine encodes each frame,
+// payload included, straight into the UMEM.
+func (s *Socket) TxSlot() []byte {
+	if s.closed {
+		return nil
+	}
+	if len(s.txFree) == 0 {
+		s.reclaim()
+	}
+	if len(s.txFree) == 0 || s.tx.free(s.txPend+1) < s.txPend+1 {
+		s.c.txFull.Add(1)
+		return nil
+	}
+	addr := s.txFree[len(s.txFree)-1]
+	return s.umem[addr : addr+FrameSize : addr+FrameSize]
+}
+
+// TxCommit queues the frame of n bytes built in the chunk the last TxSlot
+// returned. It is not sent before TxFlush (or the next Send, SendFunc or
+// Wait, which flush first).
+func (s *Socket) TxCommit(n int) error {
+	if s.closed {
+		return ErrClosed
+	}
+	if n <= 0 || n > FrameSize {
+		return fmt.Errorf("xsk: TxCommit of %d bytes: must be 1..%d", n, FrameSize)
+	}
+	if len(s.txFree) == 0 || s.tx.free(s.txPend+1) < s.txPend+1 {
+		return fmt.Errorf("xsk: TxCommit without a slot (TxSlot returned nil)")
+	}
+	addr := s.txFree[len(s.txFree)-1]
+	s.txFree = s.txFree[:len(s.txFree)-1]
+	s.tx.descs[(s.tx.cachedProd+s.txPend)&s.tx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(n)}
+	s.txPend++
+	s.txPendLen += uint64(n)
+	return nil
+}
+
+// TxFlush publishes the committed frames to the kernel and kicks it once
+// if it asks (need_wakeup). It returns how many frames it published.
+func (s *Socket) TxFlush() (int, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	n := s.publish()
+	if n == 0 && s.tx.outstanding() == 0 {
+		return 0, nil
+	}
+	return int(n), s.kick()
+}
+
+// publish hands the committed frames to the kernel without a kick.
+func (s *Socket) publish() uint32 {
+	n := s.txPend
+	if n == 0 {
+		return 0
+	}
+	s.tx.submit(n)
+	s.c.txFrames.Add(uint64(n))
+	s.c.txBytes.Add(s.txPendLen)
+	s.txPend, s.txPendLen = 0, 0
+	return n
 }
 
 // reclaim moves completed transmit chunks back to the pool.
@@ -434,6 +510,7 @@ func (s *Socket) Wait(timeout time.Duration) error {
 	if s.closed {
 		return ErrClosed
 	}
+	s.publish()
 	s.reclaim()
 	s.refill()
 	if err := s.kick(); err != nil {

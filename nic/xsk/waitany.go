@@ -48,6 +48,7 @@ func waitSockets(timeout time.Duration, socks []*Socket) error {
 		if s.closed {
 			return ErrClosed
 		}
+		s.publish()
 		s.reclaim()
 		s.refill()
 		if err := s.kick(); err != nil {

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The pure parts of bench-nic: the statistics, the per-round ratios and the
+// generated section of docs/performance.md (no root needed).
+func TestBenchNICStats(t *testing.T) {
+	for _, tc := range []struct {
+		in          []float64
+		med, lo, hi float64
+		ok          bool
+	}{
+		{nil, 0, 0, 0, false},
+		{[]float64{nan}, 0, 0, 0, false},
+		{[]float64{3, 1, 2}, 2, 1, 3, true},
+		{[]float64{4, nan, 1, 2, 3}, 2.5, 1, 4, true},
+	} {
+		med, lo, hi, ok := stats(tc.in)
+		if med != tc.med || lo != tc.lo || hi != tc.hi || ok != tc.ok {
+			t.Errorf("stats(%v) = %v %v %v %v, want %v %v %v %v", tc.in, med, lo, hi, ok, tc.med, tc.lo, tc.hi, tc.ok)
+		}
+	}
+}
+
+func TestBenchNICRatiosPairRounds(t *testing.T) {
+	r := &benchNICResult{vals: map[string]map[string][]float64{}}
+	c := bwCase{65536, 1}
+	for round, v := range [][2]float64{{1, 2}, {3, 3}, {2, 8}} { // raw, mrc
+		r.add("veth", mRaw, round, v[0])
+		r.add("veth", bwName(c), round, v[1])
+	}
+	r.add("veth", basePrefix+bwName(c), 1, 1.5) // missing in rounds 1 and 3
+	got := map[string][]float64{}
+	for _, x := range r.ratios() {
+		got[x.name] = x.vals
+	}
+	want := map[string][]float64{
+		"bw 64 KiB, 1 QP / raw AF_XDP":                    {2, 1, 4},
+		"after / before: mrc-write-bw 64 KiB, 1 QP, Gb/s": {2},
+	}
+	for name, w := range want {
+		g := got[name]
+		if len(g) != len(w) {
+			t.Fatalf("%s: %v, want %v (all: %v)", name, g, w, got)
+		}
+		for i := range w {
+			if g[i] != w[i] {
+				t.Errorf("%s: %v, want %v", name, g, w)
+			}
+		}
+	}
+}
+
+func TestWriteGenerated(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "performance.md")
+	if err := os.WriteFile(f, []byte("# P\n\nprose\n\n"+genBegin+"\nold\n"+genEnd+"\n\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeGenerated(f, "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(f)
+	if s := string(b); s != "# P\n\nprose\n\n"+genBegin+"\nnew\n"+genEnd+"\n\nafter\n" {
+		t.Errorf("got %q", s)
+	}
+	g := filepath.Join(t.TempDir(), "x.md")
+	if err := writeGenerated(g, "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(g); !strings.Contains(string(b), genBegin+"\nfirst\n"+genEnd) {
+		t.Errorf("new file: %q", b)
+	}
+}
