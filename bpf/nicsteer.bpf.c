@@ -72,7 +72,13 @@ static __always_inline int redirect(struct xdp_md *ctx, __u32 cnt)
 	return act;
 }
 
-SEC("xdp")
+/*
+ * xdp.frags: loaded with BPF_F_XDP_HAS_FRAGS, so a veth carrying it may have
+ * an MTU above 3506 (a 4096-byte RoCE MTU) and multi-buffer frames reach the
+ * socket (bound with XDP_USE_SG). Only headers are read, and veth keeps the
+ * first ~3.5 KB of a frame linear, so data_end bounds them as before.
+ */
+SEC("xdp.frags")
 int nicsteer(struct xdp_md *ctx)
 {
 	void *end = (void *)(long)ctx->data_end;

@@ -51,6 +51,7 @@ type Port interface {
 type Stats struct {
 	RxFrames, RxBytes uint64 // frames taken from the rx ring (including RxOversize ones)
 	RxOversize        uint64 // frames dropped by Recv: longer than the buffer given
+	RxPartial         uint64 // multi-buffer frames dropped: their descriptor chain outgrew MaxSGFrameLen
 	TxFrames, TxBytes uint64 // frames queued by Send
 	TxCompleted       uint64 // frames the kernel reported sent
 	TxFull            uint64 // frames Send could not queue (pool or ring full)
@@ -73,7 +74,7 @@ type AttachMode int
 const (
 	// AttachAuto tries native (driver) mode and falls back to generic.
 	AttachAuto AttachMode = iota
-	// AttachNative requires native mode (veth: MTU <= 3506).
+	// AttachNative requires native mode.
 	AttachNative
 	// AttachGeneric uses generic (SKB) mode.
 	AttachGeneric
@@ -113,6 +114,10 @@ type Config struct {
 	NoSteer bool
 	// BindTimeout: see SocketConfig.
 	BindTimeout time.Duration
+	// MultiBuffer: see SocketConfig. Open turns it on by itself when the
+	// interface MTU is above MaxLinearMTU. The steering program is
+	// frags-aware either way.
+	MultiBuffer bool
 	Logger      *slog.Logger
 }
 
@@ -141,8 +146,12 @@ func Open(cfg Config) (_ *XDPPort, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// Above MaxLinearMTU a frame reaches the socket as a multi-buffer
+	// frame (veth keeps about a page linear): only an XDP_USE_SG socket
+	// takes it, the others would lose it without a trace.
+	multi := cfg.MultiBuffer || ifi.MTU > MaxLinearMTU
 	sock, err := NewSocket(SocketConfig{Ifindex: ifi.Index, Queue: cfg.Queue, RingSize: cfg.RingSize,
-		BindTimeout: cfg.BindTimeout, Logger: log})
+		BindTimeout: cfg.BindTimeout, Logger: log, MultiBuffer: multi})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +182,7 @@ func Open(cfg Config) (_ *XDPPort, err error) {
 		return nil, err
 	}
 	log.Info("xsk: port open", "port", name, "ifindex", ifi.Index, "queue", cfg.Queue,
-		"xdp_mode", p.steer.Mode(), "zerocopy", sock.ZeroCopy(), "ring", sock.rx.size)
+		"xdp_mode", p.steer.Mode(), "zerocopy", sock.ZeroCopy(), "ring", sock.rx.size, "multi_buffer", sock.MultiBuffer())
 	return p, nil
 }
 

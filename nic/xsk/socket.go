@@ -45,6 +45,11 @@ type SocketConfig struct {
 	BindTimeout time.Duration
 	// Logger receives bind retries; nil means slog.Default().
 	Logger *slog.Logger
+	// MultiBuffer binds with XDP_USE_SG: frames up to MaxSGFrameLen (a
+	// 4096-byte RoCE MTU) are received and sent as descriptor chains, and
+	// each transmit slot is SGSlotChunks chunks. Without it a frame must
+	// fit one chunk (MaxFrameLen on receive, FrameSize on transmit).
+	MultiBuffer bool
 }
 
 // Socket is one AF_XDP socket with its own UMEM. Recv, RecvFunc, Send, Wait
@@ -70,6 +75,16 @@ type Socket struct {
 	txPend    uint32
 	txPendLen uint64 // their bytes
 
+	// Multi-buffer (sg.go): slotLen is the transmit slot (FrameSize, or
+	// SGSlotChunks chunks), txBase the UMEM offset of the transmit pool,
+	// txPendFrames the frames of txPend's descriptors, chain the receive
+	// reassembly.
+	sg           bool
+	slotLen      uint64
+	txBase       uint64
+	txPendFrames uint32
+	chain        rxChain
+
 	c counters
 
 	mu     sync.Mutex // guards closed and fd against Stats racing Close
@@ -81,6 +96,7 @@ type counters struct {
 	txFrames, txBytes, txFull     atomic.Uint64
 	txCompleted, kicks, polls     atomic.Uint64
 	txKickErrors                  atomic.Uint64
+	rxPartial                     atomic.Uint64
 }
 
 // NewSocket creates, maps and binds an AF_XDP socket on one interface queue in
@@ -108,7 +124,13 @@ func NewSocket(cfg SocketConfig) (_ *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("xsk: socket(AF_XDP): %w (kernel without CONFIG_XDP_SOCKETS, or not root)", err)
 	}
-	s := &Socket{fd: fd, efd: -1, ifindex: cfg.Ifindex, queue: cfg.Queue}
+	s := &Socket{fd: fd, efd: -1, ifindex: cfg.Ifindex, queue: cfg.Queue, sg: cfg.MultiBuffer, slotLen: FrameSize}
+	slotChunks := 1
+	if s.sg {
+		slotChunks = SGSlotChunks
+		s.slotLen = MaxSGFrameLen
+		s.chain.buf = make([]byte, MaxSGFrameLen)
+	}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -118,7 +140,7 @@ func NewSocket(cfg SocketConfig) (_ *Socket, err error) {
 	if s.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("xsk: eventfd: %w", err)
 	}
-	nframes := 2 * size
+	nframes := size + size*slotChunks
 	s.umem, err = unix.Mmap(-1, 0, nframes*FrameSize, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
@@ -164,8 +186,9 @@ func NewSocket(cfg SocketConfig) (_ *Socket, err error) {
 	s.fill.submit(u32)
 	s.rxFree = make([]uint64, 0, size)
 	s.txFree = make([]uint64, 0, size)
-	for i := size; i < nframes; i++ {
-		s.txFree = append(s.txFree, uint64(i*FrameSize))
+	s.txBase = uint64(size * FrameSize)
+	for i := range size {
+		s.txFree = append(s.txFree, s.txBase+uint64(i)*s.slotLen)
 	}
 
 	// Copy-mode transmit sends at most XDP_MAX_TX_SKB_BUDGET (32 by default)
@@ -192,6 +215,9 @@ func (s *Socket) bind(cfg SocketConfig, log *slog.Logger) error {
 		timeout = 3 * time.Second
 	}
 	sa := &unix.SockaddrXDP{Flags: unix.XDP_USE_NEED_WAKEUP, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
+	if cfg.MultiBuffer {
+		sa.Flags |= unix.XDP_USE_SG
+	}
 	deadline := time.Now().Add(timeout)
 	backoff := 5 * time.Millisecond
 	for {
@@ -206,6 +232,8 @@ func (s *Socket) bind(cfg SocketConfig, log *slog.Logger) error {
 				hint = " (another AF_XDP socket holds this queue; close it or pick another queue)"
 			case errors.Is(err, unix.EINVAL):
 				hint = " (the interface has no such queue, or is not in this network namespace)"
+			case errors.Is(err, unix.EOPNOTSUPP) && cfg.MultiBuffer:
+				hint = " (the driver does not support AF_XDP multi-buffer, XDP_USE_SG: use a RoCE MTU of 2048)"
 			case errors.Is(err, unix.ENODEV):
 				hint = " (no such interface in this network namespace)"
 			}
@@ -245,19 +273,33 @@ func (s *Socket) RecvFunc(max int, fn func(frame []byte)) (int, error) {
 		return 0, nil
 	}
 	var bytes uint64
+	frames := n
 	cons := s.rx.cachedCons
 	for i := range n {
 		d := s.rx.descs[(cons+i)&s.rx.mask]
 		bytes += uint64(d.Len)
-		fn(s.umem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)])
 		// In aligned mode the chunk base is the address rounded down.
 		s.rxFree = append(s.rxFree, d.Addr&^(FrameSize-1))
+		if d.Options&unix.XDP_PKT_CONTD != 0 || s.chain.pending() {
+			// One descriptor of a multi-buffer frame: handed out whole
+			// when its last descriptor arrives (maybe in a later call).
+			frames--
+			f, dropped := s.chain.add(s.umem[d.Addr:d.Addr+uint64(d.Len)], d.Options&unix.XDP_PKT_CONTD != 0)
+			if dropped {
+				s.c.rxPartial.Add(1)
+			} else if f != nil {
+				frames++
+				fn(f)
+			}
+			continue
+		}
+		fn(s.umem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)])
 	}
 	s.rx.release(n)
 	s.refill()
-	s.c.rxFrames.Add(uint64(n))
+	s.c.rxFrames.Add(uint64(frames))
 	s.c.rxBytes.Add(bytes)
-	return int(n), nil
+	return int(frames), nil
 }
 
 // Recv copies up to len(bufs) received frames into bufs, setting bufs[i] to
@@ -287,6 +329,9 @@ func (s *Socket) Send(frames [][]byte) (int, error) {
 	}
 	s.publish() // frames committed earlier go first, and their descriptors stay theirs
 	s.reclaim()
+	if s.sg {
+		return s.sendSG(frames)
+	}
 	n := min(uint32(len(frames)), uint32(len(s.txFree)))
 	n = min(n, s.tx.free(n))
 	prod := s.tx.cachedProd
@@ -301,7 +346,7 @@ func (s *Socket) Send(frames [][]byte) (int, error) {
 				s.c.txBytes.Add(bytes)
 				_ = s.kick()
 			}
-			return int(n), fmt.Errorf("xsk: frame %d is %d bytes: must be 1..%d", i, len(f), FrameSize)
+			return int(n), fmt.Errorf("xsk: frame %d is %d bytes: must be 1..%d (larger frames need SocketConfig.MultiBuffer)", i, len(f), FrameSize)
 		}
 		addr := s.txFree[len(s.txFree)-1]
 		s.txFree = s.txFree[:len(s.txFree)-1]
@@ -335,6 +380,9 @@ func (s *Socket) SendFunc(max int, build func(frame []byte) int) (int, error) {
 	}
 	s.publish()
 	s.reclaim()
+	if s.sg {
+		return s.sendFuncSG(max, build)
+	}
 	room := min(uint32(len(s.txFree)), s.tx.free(uint32(max)))
 	n := uint32(0)
 	prod := s.tx.cachedProd
@@ -378,12 +426,13 @@ func (s *Socket) TxSlot() []byte {
 	if len(s.txFree) == 0 {
 		s.reclaim()
 	}
-	if len(s.txFree) == 0 || s.tx.free(s.txPend+1) < s.txPend+1 {
+	need := s.txPend + uint32(s.slotLen/FrameSize)
+	if len(s.txFree) == 0 || s.tx.free(need) < need {
 		s.c.txFull.Add(1)
 		return nil
 	}
 	addr := s.txFree[len(s.txFree)-1]
-	return s.umem[addr : addr+FrameSize : addr+FrameSize]
+	return s.umem[addr : addr+s.slotLen : addr+s.slotLen]
 }
 
 // TxCommit queues the frame of n bytes built in the chunk the last TxSlot
@@ -393,16 +442,22 @@ func (s *Socket) TxCommit(n int) error {
 	if s.closed {
 		return ErrClosed
 	}
-	if n <= 0 || n > FrameSize {
-		return fmt.Errorf("xsk: TxCommit of %d bytes: must be 1..%d", n, FrameSize)
+	if n <= 0 || uint64(n) > s.slotLen {
+		return fmt.Errorf("xsk: TxCommit of %d bytes: must be 1..%d", n, s.slotLen)
 	}
-	if len(s.txFree) == 0 || s.tx.free(s.txPend+1) < s.txPend+1 {
+	k := chunksFor(n)
+	if len(s.txFree) == 0 || s.tx.free(s.txPend+k) < s.txPend+k {
 		return fmt.Errorf("xsk: TxCommit without a slot (TxSlot returned nil)")
 	}
 	addr := s.txFree[len(s.txFree)-1]
 	s.txFree = s.txFree[:len(s.txFree)-1]
-	s.tx.descs[(s.tx.cachedProd+s.txPend)&s.tx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(n)}
-	s.txPend++
+	if k == 1 {
+		s.tx.descs[(s.tx.cachedProd+s.txPend)&s.tx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(n)}
+	} else {
+		s.putChain(s.tx.cachedProd+s.txPend, addr, uint32(n))
+	}
+	s.txPend += k
+	s.txPendFrames++
 	s.txPendLen += uint64(n)
 	return nil
 }
@@ -427,10 +482,11 @@ func (s *Socket) publish() uint32 {
 		return 0
 	}
 	s.tx.submit(n)
-	s.c.txFrames.Add(uint64(n))
+	frames := s.txPendFrames
+	s.c.txFrames.Add(uint64(frames))
 	s.c.txBytes.Add(s.txPendLen)
-	s.txPend, s.txPendLen = 0, 0
-	return n
+	s.txPend, s.txPendLen, s.txPendFrames = 0, 0, 0
+	return frames
 }
 
 // reclaim moves completed transmit chunks back to the pool.
@@ -440,6 +496,10 @@ func (s *Socket) reclaim() {
 		return
 	}
 	cons := s.comp.cachedCons
+	if s.sg {
+		s.reclaimSG(cons, n)
+		return
+	}
 	for i := range n {
 		s.txFree = append(s.txFree, s.comp.addrs[(cons+i)&s.comp.mask]&^(FrameSize-1))
 	}
@@ -559,6 +619,7 @@ func (s *Socket) Stats() Stats {
 		RxFrames:     s.c.rxFrames.Load(),
 		RxBytes:      s.c.rxBytes.Load(),
 		RxOversize:   s.c.rxOversize.Load(),
+		RxPartial:    s.c.rxPartial.Load(),
 		TxFrames:     s.c.txFrames.Load(),
 		TxBytes:      s.c.txBytes.Load(),
 		TxFull:       s.c.txFull.Load(),

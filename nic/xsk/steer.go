@@ -80,7 +80,7 @@ func AttachSteer(ifindex int, mode AttachMode) (*Steer, error) {
 	if err != nil {
 		s.objs.Close()
 		return nil, fmt.Errorf("xsk: attach steering program to ifindex %d (%v): %w "+
-			"(another XDP program on the interface? native mode on veth needs MTU <= 3506)", ifindex, mode, err)
+			"(another XDP program on the interface? ERANGE on a veth: a program without xdp.frags and a peer MTU above 3506)", ifindex, mode, err)
 	}
 	s.ifindex = ifindex
 	return s, nil
