@@ -131,6 +131,8 @@ static __always_inline int drop_unless_local(__u32 port, const struct ipv6hdr *i
  * apply_trim cuts the frame to cut bytes and fixes every length field and the
  * DSCP. Returns 0 on success, -1 if the frame could not be trimmed (then the
  * caller drops it: its headers may no longer match its length).
+ * On a multi-buffer frame bpf_xdp_adjust_tail frees the fragments first and
+ * then cuts the linear part, so the trimmed frame (headers only) is linear.
  * bpf_xdp_adjust_tail invalidates every packet pointer, so the headers are
  * found again at the offsets parse_pkt recorded (the layout, not a re-parse):
  * outer IPv6 after Ethernet, then the inner IPv6 if there was one, then UDP.
@@ -167,11 +169,12 @@ static __always_inline int apply_trim(struct xdp_md *ctx, const struct sw_pkt *p
 	}
 	outer->payload_len = bpf_htons((__u16)(l3 - sizeof(struct ipv6hdr)));
 	ip6_set_dscp(outer, dscp);
-	udp->len = bpf_htons((__u16)(data_end - (void *)udp));
+	/* From the lengths, not data_end: right whether or not frags are left. */
+	udp->len = bpf_htons((__u16)(cut - (__u32)((void *)udp - data)));
 	return 0;
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int xdp_switch(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -185,13 +188,22 @@ int xdp_switch(struct xdp_md *ctx)
 	__u32 *pp = bpf_map_lookup_elem(&ifindex_port, &ifidx);
 	if (pp && *pp < SW_MAX_PORTS)
 		in_port = *pp;
+	/*
+	 * Multi-buffer (xdp.frags): data..data_end is only the linear part;
+	 * the frame's length includes the fragments. veth keeps at least the
+	 * first ~3.5 KB linear (a page less headroom and skb_shared_info), so
+	 * every header this program reads or writes is in the linear part, and
+	 * a frame too short for them is short, not fragmented.
+	 */
+	__u32 flen = bpf_xdp_get_buff_len(ctx);
 	struct sw_counters *cin = counters_of(in_port);
 	if (cin) {
 		cin->rx_packets++;
-		cin->rx_bytes += (__u32)(data_end - data);
+		cin->rx_bytes += flen;
 	}
 
 	int kind = parse_pkt(&pkt, data, data_end);
+	pkt.len = flen;
 	if (kind == PKT_MALFORMED)
 		return verdict(in_port, R_DROP_MALFORMED);
 	if (kind == PKT_NOT_IPV6)
@@ -318,7 +330,7 @@ int xdp_switch(struct xdp_md *ctx)
 			trimmed = 1;
 			data = (void *)(long)ctx->data;
 			data_end = (void *)(long)ctx->data_end;
-			len = (__u32)(data_end - data);
+			len = bpf_xdp_get_buff_len(ctx);
 			eth = data;
 			if ((void *)(eth + 1) > data_end)
 				return verdict(out, R_DROP_MALFORMED);
@@ -348,7 +360,7 @@ int xdp_switch(struct xdp_md *ctx)
  * veth drops redirected frames silently when its peer has no XDP program
  * (SRV6-XDP-FACTS §3).
  */
-SEC("xdp")
+SEC("xdp.frags")
 int xdp_pass(struct xdp_md *ctx)
 {
 	return XDP_PASS;
