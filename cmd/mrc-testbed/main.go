@@ -32,6 +32,7 @@ import (
 
 const usage = `usage:
   mrc-testbed up FILE | up --preset NAME [--prefix P] [--dir RUNDIR] [--bin DIR] [--mode srv6|ecmp] [--dataplane xdp|kernel]
+                [--roce-mtu 1024|2048|4096] [--mtu BYTES]
   mrc-testbed plan FILE | plan --preset NAME [--prefix P] [--dir RUNDIR]
   mrc-testbed status [--dir RUNDIR | --prefix P] [--json]
   mrc-testbed fault [--dir RUNDIR | --prefix P] TARGET OP
@@ -77,6 +78,8 @@ type flags struct {
 	bin       *string
 	mode      *string
 	dataplane *string
+	roceMTU   *int
+	mtu       *int
 	json      *bool
 }
 
@@ -91,6 +94,8 @@ func newFlags(cmd string) *flags {
 		bin:       fs.String("bin", "", "directory holding mrc-switchd and mrc-nicd (default: beside mrc-testbed, then $MRC_BIN, then PATH)"),
 		mode:      fs.String("mode", "", "override the topology's forwarding mode: srv6 | ecmp"),
 		dataplane: fs.String("dataplane", "", "override the topology's dataplane: xdp | kernel"),
+		roceMTU:   fs.Int("roce-mtu", 0, "override the NICs' RoCE MTU: 1024 | 2048 | 4096 (the links' MTU follows unless given)"),
+		mtu:       fs.Int("mtu", 0, "override the links' (veth) MTU in bytes"),
 		json:      fs.Bool("json", false, "machine-readable output (status)"),
 	}
 }
@@ -138,6 +143,12 @@ func (f *flags) topology(pos []string) (*topo.Topology, error) {
 	}
 	if *f.dataplane != "" {
 		t.Dataplane = topo.Dataplane(*f.dataplane)
+	}
+	if *f.mtu != 0 {
+		t.SetMTU(*f.mtu)
+	}
+	if *f.roceMTU != 0 {
+		t.SetRoCEMTU(*f.roceMTU)
 	}
 	return t, nil
 }

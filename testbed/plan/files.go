@@ -119,7 +119,7 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 	if p.NICPacingBps > 0 {
 		pacing = p.NICPacingBps
 	}
-	c := &nicconfig.Config{Host: h.Name, Mode: nicconfig.Mode(p.Mode),
+	c := &nicconfig.Config{Host: h.Name, Mode: nicconfig.Mode(p.Mode), MTU: p.RoCEMTU,
 		DeviceSocket: filepath.Join(filepath.Dir(h.NICConfig), h.Name+".sock")}
 	if p.Mode == topo.ModeSRv6 {
 		c.Template = h.Template

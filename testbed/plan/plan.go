@@ -47,18 +47,20 @@ const (
 
 // Plan is the derived testbed. Slices are in creation order.
 type Plan struct {
-	Prefix     string         `yaml:"prefix"`
-	RunID      uint16         `yaml:"run_id"`
-	RunDir     string         `yaml:"run_dir"`
-	Mode       topo.Mode      `yaml:"mode"`
-	Dataplane  topo.Dataplane `yaml:"dataplane"`
-	Block      netip.Prefix   `yaml:"usid_block"`
-	MTU        int            `yaml:"mtu"`
-	Planes     int            `yaml:"planes"`
-	T0PerPlane int            `yaml:"t0_per_plane"`
-	T1PerPlane int            `yaml:"t1_per_plane"`
-	HostsPerT0 int            `yaml:"hosts_per_t0"`
-	NICs       bool           `yaml:"nics"`
+	Prefix    string         `yaml:"prefix"`
+	RunID     uint16         `yaml:"run_id"`
+	RunDir    string         `yaml:"run_dir"`
+	Mode      topo.Mode      `yaml:"mode"`
+	Dataplane topo.Dataplane `yaml:"dataplane"`
+	Block     netip.Prefix   `yaml:"usid_block"`
+	MTU       int            `yaml:"mtu"`
+	// RoCEMTU is every NIC's RoCE MTU (mrc-nicd's mtu:).
+	RoCEMTU    int  `yaml:"roce_mtu"`
+	Planes     int  `yaml:"planes"`
+	T0PerPlane int  `yaml:"t0_per_plane"`
+	T1PerPlane int  `yaml:"t1_per_plane"`
+	HostsPerT0 int  `yaml:"hosts_per_t0"`
+	NICs       bool `yaml:"nics"`
 	// HostCapacityBps is the NIC-T0 link capacity (0 = unlimited); NICs
 	// pace their ports to it.
 	HostCapacityBps uint64 `yaml:"host_capacity_bps,omitempty"`
@@ -281,7 +283,7 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	}
 	P := &Plan{
 		Prefix: t2.Prefix, RunID: run, RunDir: o.RunDir, Mode: t2.Mode, Dataplane: t2.Dataplane,
-		Block: t2.Block, MTU: t2.MTU, Planes: t2.Planes, T0PerPlane: t2.T0PerPlane,
+		Block: t2.Block, MTU: t2.MTU, RoCEMTU: t2.RoCEMTU, Planes: t2.Planes, T0PerPlane: t2.T0PerPlane,
 		T1PerPlane: t2.T1PerPlane, HostsPerT0: t2.HostsPerT0, NICs: t2.NICs, HostCapacityBps: t2.Host.CapacityBps,
 		PinGlob: filepath.Join(BPFRoot, t2.Prefix+"-*"),
 	}

@@ -303,6 +303,7 @@ func TestNICConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.NICPacingBps = tc.nicPacing
+		p.RoCEMTU = 4096
 		files, err := p.Files(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -318,6 +319,9 @@ func TestNICConfig(t *testing.T) {
 			h := p.Host(c.Host)
 			if h == nil || h.NICConfig != f.Path || string(c.Mode) != string(mode) || len(c.Ports) != p.Planes {
 				t.Fatalf("%s: %+v", f.Path, c)
+			}
+			if c.MTU != 4096 {
+				t.Errorf("%s: mtu %d, want the plan's roce_mtu 4096", f.Path, c.MTU)
 			}
 			if (mode == topo.ModeSRv6) != (c.Template == h.Template) {
 				t.Errorf("%s: template %q", f.Path, c.Template)

@@ -72,18 +72,24 @@ func Parse(file string, data []byte) (*Topology, error) {
 	if err := p.top(t, doc.Content[0]); err != nil {
 		return nil, err
 	}
+	if p.roce != 0 {
+		t.SetRoCEMTU(p.roce) // after mtu, whichever order the file has
+	}
 	if err := t.validate(p.lines); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "nics", "links"}
+var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "roce_mtu", "nics", "links"}
 var linkFields = []string{"capacity", "delay", "ecn_threshold", "trim_threshold", "buffer", "host_ecn"}
 
 type parser struct {
 	file  string
 	lines map[string]int // field path -> line, for validation errors
+	// roce is the file's roce_mtu, applied once every field is read so
+	// that it sees whether mtu was given.
+	roce int
 }
 
 func (p *parser) err(n *yaml.Node, field, allowed, format string, args ...any) error {
@@ -155,7 +161,15 @@ func (p *parser) top(t *Topology, n *yaml.Node) error {
 		case "hosts_per_t0":
 			t.HostsPerT0, err = p.intIn(v, k, 1, MaxHostsPerT0)
 		case "mtu":
-			t.MTU, err = p.intIn(v, k, MinMTU, MaxMTU)
+			var m int
+			if m, err = p.intIn(v, k, MinMTU, MaxMTU); err == nil {
+				t.SetMTU(m)
+			}
+		case "roce_mtu":
+			var s string
+			if s, err = p.enum(v, k, "1024", "2048", "4096"); err == nil {
+				p.roce, _ = strconv.Atoi(s)
+			}
 		case "nics":
 			t.NICs, err = p.boolean(v, k)
 		case "links":

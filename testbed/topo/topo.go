@@ -18,6 +18,7 @@ package topo
 
 import (
 	"fmt"
+	"github.com/softmrc/softmrc/nic/pathmtu"
 	"net/netip"
 	"time"
 
@@ -57,13 +58,18 @@ const (
 	MaxT0         = pathtmpl.MaxT0s       // 128
 	MaxT1         = pathtmpl.MaxT1s       // 63
 	MaxHostsPerT0 = pathtmpl.MaxDownlinks // 63
-	// MaxMTU is the largest veth MTU native XDP accepts on the peer (non-frags
-	// program, x86-64, 4 KiB pages; SRV6-XDP-FACTS §3).
-	MaxMTU = 3506
+	// MaxMTU bounds the veth MTU. The switch and NIC programs are
+	// frags-aware (xdp.frags), so native XDP no longer limits the peer to
+	// 3506; 9000 is a jumbo frame.
+	MaxMTU = 9000
 	// MinMTU leaves room for outer IPv6 + inner IPv6 + UDP + BTH and a payload.
 	MinMTU = 1280
 	// DefaultMTU fits a 2048-byte RoCE MTU plus both IPv6 headers with room.
+	// A roce_mtu of 4096 raises the default to what its frames need
+	// (pathmtu.IfMTU: 4228 bytes).
 	DefaultMTU = 3500
+	// DefaultRoCEMTU is the NICs' RoCE MTU (payload bytes per packet).
+	DefaultRoCEMTU = 2048
 	// MaxPrefixLen keeps namespace and pin names short.
 	MaxPrefixLen = 8
 )
@@ -90,7 +96,14 @@ type Topology struct {
 	// T1PerPlane may be 0 only with one T0 per plane (the pair preset).
 	T1PerPlane int
 	HostsPerT0 int
-	MTU        int
+	// MTU is the MTU of every veth (NIC-T0 and T0-T1 links).
+	MTU int
+	// MTUSet records that MTU was given (file or SetMTU) rather than
+	// defaulted; only a defaulted MTU follows the RoCE MTU.
+	MTUSet bool
+	// RoCEMTU is every NIC's RoCE MTU (1024, 2048 or 4096), written into
+	// the mrc-nicd configs.
+	RoCEMTU int
 	// NICs asks for mrc-nicd in every host namespace (started only when the
 	// binary exists).
 	NICs bool
@@ -157,5 +170,18 @@ func defaults() *Topology {
 		Dataplane: DataplaneXDP,
 		Block:     DefaultBlock,
 		MTU:       DefaultMTU,
+		RoCEMTU:   DefaultRoCEMTU,
 	}
 }
+
+// SetRoCEMTU sets the NICs' RoCE MTU; an MTU that was not given is raised to
+// what the RoCE MTU's frames need (never lowered below DefaultMTU).
+func (t *Topology) SetRoCEMTU(m int) {
+	t.RoCEMTU = m
+	if !t.MTUSet {
+		t.MTU = max(DefaultMTU, pathmtu.IfMTU(m, true))
+	}
+}
+
+// SetMTU sets the veth MTU explicitly.
+func (t *Topology) SetMTU(m int) { t.MTU, t.MTUSet = m, true }

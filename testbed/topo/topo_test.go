@@ -91,7 +91,11 @@ func TestParseErrors(t *testing.T) {
 		{"bad dataplane", base + "dataplane: dpdk\n", 5, "dataplane", `unknown value "dpdk"`, "xdp | kernel"},
 		{"block not /32", base + "usid_block: 5f00:1::/48\n", 5, "usid_block", "bad uSID block", "/32 inside 5f00::/16"},
 		{"block outside 5f00", base + "usid_block: fc00:1::/32\n", 5, "usid_block", "bad uSID block", "5f00::/16"},
-		{"mtu too big", base + "mtu: 9000\n", 5, "mtu", "out of range", "1280 to 3506"},
+		{"mtu too big", base + "mtu: 9001\n", 5, "mtu", "out of range", "1280 to 9000"},
+		{"roce_mtu not a RoCE MTU", base + "roce_mtu: 3000\n", 5, "roce_mtu", `unknown value "3000"`, "1024 | 2048 | 4096"},
+		{"mtu too small for roce_mtu", base + "roce_mtu: 4096\nmtu: 3500\n", 6, "mtu", "cannot carry", "at least 4228 for roce_mtu 4096"},
+		{"mtu too small for roce_mtu, either order", base + "mtu: 2048\nroce_mtu: 4096\n", 5, "mtu", "cannot carry", "at least 4228"},
+		{"mtu too small for the default roce_mtu", base + "mtu: 2000\n", 5, "mtu", "cannot carry", "at least 2180 for roce_mtu 2048"},
 		{"nics not bool", base + "nics: maybe\n", 5, "nics", "not a boolean", "true | false"},
 		{"run_id zero", base + "run_id: 0\n", 5, "run_id", "out of range", "1 to 65535"},
 		{"bad prefix", base + "prefix: Lab-1\n", 5, "prefix", `bad prefix "Lab-1"`, "[a-z0-9]"},
@@ -129,6 +133,43 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("message %q does not start with the file", e.Error())
 			}
 		})
+	}
+}
+
+// TestRoCEMTU: roce_mtu 4096 on a file or a preset raises a defaulted link
+// MTU to what its frames need and keeps an explicit one.
+func TestRoCEMTU(t *testing.T) {
+	base := "planes: 2\nt0_per_plane: 2\nt1_per_plane: 2\nhosts_per_t0: 1\n"
+	for _, tc := range []struct {
+		name          string
+		file          string
+		wantMTU, roce int
+	}{
+		{"default", base, DefaultMTU, 2048},
+		{"4096 derives the link MTU", base + "roce_mtu: 4096\n", 4228, 4096},
+		{"4096 keeps a larger explicit mtu", base + "roce_mtu: 4096\nmtu: 9000\n", 9000, 4096},
+		{"1024 keeps the default link MTU", base + "roce_mtu: 1024\n", DefaultMTU, 1024},
+		{"ecmp 4096 needs no outer header, still derives the srv6 size", base + "mode: ecmp\nroce_mtu: 4096\n", 4228, 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top, err := Parse("t.yaml", []byte(tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if top.MTU != tc.wantMTU || top.RoCEMTU != tc.roce {
+				t.Errorf("mtu %d roce_mtu %d, want %d %d", top.MTU, top.RoCEMTU, tc.wantMTU, tc.roce)
+			}
+		})
+	}
+	for _, name := range Presets() {
+		top, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top.SetRoCEMTU(4096)
+		if err := top.Validate(); err != nil || top.MTU != 4228 {
+			t.Errorf("preset %s with RoCE MTU 4096: mtu %d, %v", name, top.MTU, err)
+		}
 	}
 }
 

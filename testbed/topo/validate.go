@@ -2,6 +2,7 @@ package topo
 
 import (
 	"fmt"
+	"github.com/softmrc/softmrc/nic/pathmtu"
 	"regexp"
 )
 
@@ -35,6 +36,12 @@ func (t *Topology) validate(lines map[string]int) error {
 		return bad("dataplane", "xdp | kernel", "unknown dataplane %q", t.Dataplane)
 	case t.MTU < MinMTU || t.MTU > MaxMTU:
 		return bad("mtu", fmt.Sprintf("an integer from %d to %d", MinMTU, MaxMTU), "%d is out of range", t.MTU)
+	case t.RoCEMTU != 1024 && t.RoCEMTU != 2048 && t.RoCEMTU != 4096:
+		return bad("roce_mtu", "1024, 2048 or 4096", "%d is not a RoCE MTU", t.RoCEMTU)
+	case t.MTU < pathmtu.IfMTU(t.RoCEMTU, t.Mode == ModeSRv6):
+		need := pathmtu.IfMTU(t.RoCEMTU, t.Mode == ModeSRv6)
+		return bad("mtu", fmt.Sprintf("at least %d for roce_mtu %d (or leave mtu out: it follows roce_mtu)", need, t.RoCEMTU),
+			"the links' MTU %d cannot carry the NICs' frames", t.MTU)
 	}
 	for _, l := range []struct {
 		name string
