@@ -59,6 +59,7 @@ type Daemon struct {
 	cfg       *config.Config
 	log       *slog.Logger
 	ports     []xsk.Port
+	ifPorts   bool  // ports are AF_XDP sockets on cfg.Ports' interfaces (pathmtu.go)
 	planes    []int // planes[i] is the plane of ports[i]
 	byPlane   [wire.MaxPlanes]int
 	eng       Engine
@@ -191,6 +192,11 @@ func New(opts Options) (_ *Daemon, err error) {
 				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
 			}
 			d.ports = append(d.ports, port)
+		}
+		d.ifPorts = true
+		if err := d.checkPathMTU(); err != nil {
+			// Every connect will fail with this until it is fixed.
+			log.Warn("daemon: the ports cannot carry the configured RoCE MTU; QPs will not connect", "err", err)
 		}
 	}
 	d.portUp = make([]atomic.Bool, len(d.ports))

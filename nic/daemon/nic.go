@@ -126,6 +126,9 @@ func (d *Daemon) owned(owner uint32, qpn uint32) (*qpState, error) {
 
 // ConnectQP connects owner's QP to its peer.
 func (d *Daemon) ConnectQP(owner uint32, req vproto.ConnectQP) error {
+	if err := d.checkPathMTU(); err != nil {
+		return fmt.Errorf("connect QP %#06x: %w", req.QPN, err)
+	}
 	if len(req.RemoteAddrs) == 0 {
 		return errors.New("connect: remote_addrs is empty: give the peer's address in every plane (DeviceInfo.Ports)")
 	}

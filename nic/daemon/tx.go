@@ -42,8 +42,12 @@ type portTx struct {
 func (t *portTx) init(p xsk.Port) {
 	t.port = p
 	t.bufs = make([][]byte, txQueueLen)
+	size := xsk.FrameSize
+	if m, ok := p.(interface{ MaxFrame() int }); ok {
+		size = m.MaxFrame() // a 4 KiB RoCE MTU frame needs a multi-buffer slot
+	}
 	for i := range t.bufs {
-		t.bufs[i] = make([]byte, 0, xsk.FrameSize)
+		t.bufs[i] = make([]byte, 0, size)
 	}
 	t.batch = make([][]byte, 0, txBatch)
 }

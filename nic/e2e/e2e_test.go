@@ -128,6 +128,13 @@ func newTopo(t testing.TB, planes int) *topo { return newTopoStart(t, planes, tr
 // both hosts.
 func newTopoStart(t testing.TB, planes int, start bool) *topo {
 	t.Helper()
+	return newTopoMTU(t, planes, start, 3500, 0)
+}
+
+// newTopoMTU is newTopoStart with the veths' MTU and the NICs' RoCE MTU
+// (0: the config default).
+func newTopoMTU(t testing.TB, planes int, start bool, linkMTU, roceMTU int) *topo {
+	t.Helper()
 	var r [3]byte
 	rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
@@ -146,7 +153,7 @@ func newTopoStart(t testing.TB, planes int, start bool) *topo {
 		for i, ifn := range []string{a, b} {
 			ns := tp.h[i].ns
 			ip(t, "link", "set", ifn, "netns", ns)
-			ip(t, "-n", ns, "link", "set", ifn, "address", fmt.Sprintf("02:00:%s:%02x:%02x", hex.EncodeToString(r[1:3])[:2]+":"+hex.EncodeToString(r[2:3]), i+1, p), "mtu", "3500", "up")
+			ip(t, "-n", ns, "link", "set", ifn, "address", fmt.Sprintf("02:00:%s:%02x:%02x", hex.EncodeToString(r[1:3])[:2]+":"+hex.EncodeToString(r[2:3]), i+1, p), "mtu", fmt.Sprint(linkMTU), "up")
 			addr := netip.MustParseAddr(fmt.Sprintf("fd00:%x:%x::%d", uint16(r[0])<<8|uint16(r[1]), p, i+1))
 			ip(t, "-n", ns, "addr", "add", addr.String()+"/64", "dev", ifn, "nodad")
 			tp.ifs[i] = append(tp.ifs[i], ifn)
@@ -154,7 +161,7 @@ func newTopoStart(t testing.TB, planes int, start bool) *topo {
 		}
 	}
 	for i, h := range tp.h {
-		c := &config.Config{Host: fmt.Sprintf("h%d", i+1), Mode: config.ModeECMP, EVs: 16,
+		c := &config.Config{Host: fmt.Sprintf("h%d", i+1), Mode: config.ModeECMP, EVs: 16, MTU: roceMTU,
 			DeviceSocket: filepath.Join(tp.dir, fmt.Sprintf("h%d.sock", i+1))}
 		for p := 0; p < planes; p++ {
 			mac := func(j int) wire.MAC {

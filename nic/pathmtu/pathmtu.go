@@ -49,9 +49,9 @@ func (e *Error) Error() string {
 		ps = append(ps, fmt.Sprintf("%s (%s) has MTU %d", p.Name, p.Interface, p.MTU))
 	}
 	return fmt.Sprintf("path MTU: a RoCE MTU of %d needs an interface MTU of at least %d, but port %s: "+
-		"raise the interface MTU (mrc-testbed: mtu: %d or more in the topology) or use a smaller RoCE MTU "+
-		"(mtu: in mrc-nicd's config, -m/--mtu of the perftest tools)",
-		e.QPMTU, e.Need, strings.Join(ps, ", port "), e.Need)
+		"raise the interface MTU to %d or more (mrc-testbed: roce_mtu: %d in the topology sets it, or mtu:) "+
+		"or use a smaller RoCE MTU (mtu: in mrc-nicd's config)",
+		e.QPMTU, e.Need, strings.Join(ps, ", port "), e.Need, e.QPMTU)
 }
 
 // Check returns an *Error when a port with a known MTU cannot carry the
