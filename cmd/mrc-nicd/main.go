@@ -33,6 +33,7 @@ func main() {
 	capMax := flag.Int("capture-max", 100000, "with -capture: stop after this many frames")
 	cpuProf := flag.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof)")
 	busyPoll := flag.Duration("busy-poll", -1, "override the config's busy_poll (e.g. 50us; 0 = sleep at once)")
+	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
 	showSock := flag.Bool("show-socket", false, "print the config's device socket path and exit (scripts)")
 	flag.Parse()
 	if *cfgPath == "" {
@@ -43,6 +44,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mrc-nicd:", err)
 		os.Exit(2)
+	}
+	if *roceMTU != 0 {
+		cfg.MTU = *roceMTU
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintln(os.Stderr, "mrc-nicd: -mtu:", err)
+			os.Exit(2)
+		}
 	}
 	if *showSock {
 		fmt.Println(cfg.DeviceSocket)

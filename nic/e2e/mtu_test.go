@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +79,76 @@ func TestPathMTUMismatch(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the error does not say %q", want)
 		}
+	}
+}
+
+// BenchmarkRoCEMTU compares RoCE MTU 2048 with 4096 in the same run on the
+// same veths (two planes, ECMP mode, link MTU 4300 so both fit): mrc-nicd
+// is restarted with the one or the other MTU, alternately, for
+// MRC_MTU_ROUNDS (default 5) rounds of mrc-write-bw, 1 QP, -D 2, per
+// message size. It reports the medians and the 4096/2048 ratio
+// (docs/performance.md). A benchmark, not a test: it takes about a minute.
+//
+//	MRC_BIN=$PWD/bin go test -run '^$' -bench RoCEMTU -benchtime 1x ./nic/e2e
+func BenchmarkRoCEMTU(b *testing.B) {
+	requireNetns(b)
+	rounds := 5
+	if v, err := strconv.Atoi(os.Getenv("MRC_MTU_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	tp := newTopoMTU(b, 2, false, 4300, 2048)
+	paths := map[int][2]string{}
+	for _, mtu := range []int{2048, 4096} {
+		var ps [2]string
+		for i, h := range tp.h {
+			c := *h.cfg
+			c.MTU = mtu
+			ps[i] = filepath.Join(tp.dir, fmt.Sprintf("h%d-mtu%d.yaml", i+1, mtu))
+			if err := c.Write(ps[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		paths[mtu] = ps
+	}
+	sizes := []string{"65536", "1048576"}
+	res := map[string]map[int][]float64{}
+	for _, s := range sizes {
+		res[s] = map[int][]float64{}
+	}
+	for r := 0; r < rounds; r++ {
+		order := []int{2048, 4096}
+		if r%2 == 1 {
+			order = []int{4096, 2048} // alternate, so neither always goes first
+		}
+		for _, mtu := range order {
+			for i, h := range tp.h {
+				h.path = paths[mtu][i]
+				h.start(b)
+			}
+			for _, s := range sizes {
+				out, err := tp.pairRun(b, 2*time.Minute, "mrc-write-bw", "--mtu", fmt.Sprint(mtu), "-s", s, "-D", "2", "--verify")
+				m := bwRow.FindStringSubmatch(out)
+				if err != nil || m == nil {
+					b.Fatalf("round %d mtu %d -s %s: %v\n%s", r, mtu, s, err, out)
+				}
+				v, _ := strconv.ParseFloat(m[4], 64)
+				res[s][mtu] = append(res[s][mtu], v)
+				b.Logf("round %d: mtu %d -s %s: %.1f MiB/s", r, mtu, s, v)
+			}
+			for _, h := range tp.h {
+				h.stop()
+			}
+		}
+	}
+	// Each ratio within one round (both MTUs under the same load), then
+	// the median and range over the rounds, as make bench-nic does.
+	for _, s := range sizes {
+		var ratios []float64
+		for r := range res[s][2048] {
+			ratios = append(ratios, res[s][4096][r]/res[s][2048][r])
+		}
+		b.Logf("-s %s: MTU 2048 median %.1f MiB/s %.1f; MTU 4096 median %.1f MiB/s %.1f; ratio 4096/2048 per round %.2f, median %.2f (range %.2f-%.2f)",
+			s, median(res[s][2048]), res[s][2048], median(res[s][4096]), res[s][4096], ratios, median(ratios), slices.Min(ratios), slices.Max(ratios))
+		b.ReportMetric(median(ratios), "ratio_4096_2048_s"+s)
 	}
 }

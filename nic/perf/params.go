@@ -125,7 +125,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.IntVar(&p.Duration, "duration", 0, "same as -D")
 	fs.IntVar(&p.QPs, "q", 1, "number of QPs")
 	fs.IntVar(&p.QPs, "qp", 1, "same as -q")
-	fs.IntVar(&p.MTU, "m", 0, "RoCE MTU; must equal mrc-nicd's (its config sets it)")
+	fs.IntVar(&p.MTU, "m", 0, "RoCE MTU (1024, 2048, 4096); must equal mrc-nicd's (its config mtu: or its -mtu flag sets it)")
 	fs.IntVar(&p.MTU, "mtu", 0, "same as -m")
 	fs.IntVar(&p.TxDepth, "t", defDepth, "send queue depth: work requests in flight per QP")
 	fs.IntVar(&p.TxDepth, "tx-depth", defDepth, "same as -t")

@@ -100,7 +100,7 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	defer s.dev.Close()
 	s.info = s.dev.Info()
 	if p.MTU != 0 && p.MTU != s.info.MTU {
-		return fmt.Errorf("-m %d: the device's MTU is %d (set mtu: in mrc-nicd's config)", p.MTU, s.info.MTU)
+		return fmt.Errorf("-m %d: the device's MTU is %d (set mtu: in mrc-nicd's config, or start it with -mtu %d)", p.MTU, s.info.MTU, p.MTU)
 	}
 	conn, err := s.connectOOB(ctx)
 	if err != nil {
