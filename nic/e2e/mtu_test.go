@@ -16,7 +16,13 @@ import (
 )
 
 // portTotals sums a host's AF_XDP port counters (mrcctl -json ports).
-func portTotals(t *testing.T, bin, sock string) (txFrames, txBytes uint64) {
+func portTotals(t testing.TB, bin, sock string) (txFrames, txBytes uint64) {
+	st := portStats(t, bin, sock)
+	return st["TxFrames"], st["TxBytes"]
+}
+
+// portStats sums every counter of a host's AF_XDP ports.
+func portStats(t testing.TB, bin, sock string) map[string]uint64 {
 	t.Helper()
 	b, err := exec.Command(filepath.Join(bin, "mrcctl"), "-json", "-d", sock, "ports").Output()
 	if err != nil {
@@ -26,11 +32,13 @@ func portTotals(t *testing.T, bin, sock string) (txFrames, txBytes uint64) {
 	if err := json.Unmarshal(b, &ps); err != nil {
 		t.Fatalf("mrcctl ports: %v: %s", err, b)
 	}
+	sum := map[string]uint64{}
 	for _, p := range ps {
-		txFrames += p.Stats["TxFrames"]
-		txBytes += p.Stats["TxBytes"]
+		for k, v := range p.Stats {
+			sum[k] += v
+		}
 	}
-	return txFrames, txBytes
+	return sum
 }
 
 // TestTestbedMTU4096: clos-2p with --roce-mtu 4096 (links at 4228, every
@@ -87,7 +95,9 @@ func TestPathMTUMismatch(t *testing.T) {
 // is restarted with the one or the other MTU, alternately, for
 // MRC_MTU_ROUNDS (default 5) rounds of mrc-write-bw, 1 QP, -D 2, per
 // message size. It reports the medians and the 4096/2048 ratio
-// (docs/performance.md). A benchmark, not a test: it takes about a minute.
+// and both daemons' CPU time per GB written (from /proc; it moves much less
+// with the machine's load than the rate) (docs/performance.md). A
+// benchmark, not a test: it takes about a minute.
 //
 //	MRC_BIN=$PWD/bin go test -run '^$' -bench RoCEMTU -benchtime 1x ./nic/e2e
 func BenchmarkRoCEMTU(b *testing.B) {
@@ -111,9 +121,11 @@ func BenchmarkRoCEMTU(b *testing.B) {
 		paths[mtu] = ps
 	}
 	sizes := []string{"65536", "1048576"}
-	res := map[string]map[int][]float64{}
+	res := map[string]map[int][]float64{}   // MiB/s
+	cpuGB := map[string]map[int][]float64{} // CPU seconds of both daemons per GB written
 	for _, s := range sizes {
 		res[s] = map[int][]float64{}
+		cpuGB[s] = map[int][]float64{}
 	}
 	for r := 0; r < rounds; r++ {
 		order := []int{2048, 4096}
@@ -126,14 +138,26 @@ func BenchmarkRoCEMTU(b *testing.B) {
 				h.start(b)
 			}
 			for _, s := range sizes {
+				cpu0 := tp.daemonCPU(b)
+				rx0 := portStats(b, tp.h[1].bin, tp.h[1].cfg.DeviceSocket)
 				out, err := tp.pairRun(b, 2*time.Minute, "mrc-write-bw", "--mtu", fmt.Sprint(mtu), "-s", s, "-D", "2", "--verify")
+				cpu := tp.daemonCPU(b) - cpu0
 				m := bwRow.FindStringSubmatch(out)
 				if err != nil || m == nil {
 					b.Fatalf("round %d mtu %d -s %s: %v\n%s", r, mtu, s, err, out)
 				}
 				v, _ := strconv.ParseFloat(m[4], 64)
+				size, _ := strconv.ParseFloat(m[1], 64)
+				iters, _ := strconv.ParseFloat(m[2], 64)
+				perGB := cpu.Seconds() / (size * iters / 1e9)
 				res[s][mtu] = append(res[s][mtu], v)
-				b.Logf("round %d: mtu %d -s %s: %.1f MiB/s", r, mtu, s, v)
+				cpuGB[s][mtu] = append(cpuGB[s][mtu], perGB)
+				rx1 := portStats(b, tp.h[1].bin, tp.h[1].cfg.DeviceSocket)
+				drops := func(st map[string]uint64) uint64 {
+					return st["RxDropped"] + st["RxRingFull"] + st["FillEmpty"] + st["RxPartial"]
+				}
+				b.Logf("round %d: mtu %d -s %s: %.1f MiB/s, both daemons %.2f CPU-s per GB; receiver frames %d, dropped %d",
+					r, mtu, s, v, perGB, rx1["RxFrames"]-rx0["RxFrames"], drops(rx1)-drops(rx0))
 			}
 			for _, h := range tp.h {
 				h.stop()
@@ -150,5 +174,13 @@ func BenchmarkRoCEMTU(b *testing.B) {
 		b.Logf("-s %s: MTU 2048 median %.1f MiB/s %.1f; MTU 4096 median %.1f MiB/s %.1f; ratio 4096/2048 per round %.2f, median %.2f (range %.2f-%.2f)",
 			s, median(res[s][2048]), res[s][2048], median(res[s][4096]), res[s][4096], ratios, median(ratios), slices.Min(ratios), slices.Max(ratios))
 		b.ReportMetric(median(ratios), "ratio_4096_2048_s"+s)
+		// CPU per GB moves much less with the machine's load than the rate.
+		var cr []float64
+		for r := range cpuGB[s][2048] {
+			cr = append(cr, cpuGB[s][4096][r]/cpuGB[s][2048][r])
+		}
+		b.Logf("-s %s: CPU-s per GB: MTU 2048 median %.2f, MTU 4096 median %.2f; ratio 4096/2048 per round %.2f, median %.2f",
+			s, median(cpuGB[s][2048]), median(cpuGB[s][4096]), cr, median(cr))
+		b.ReportMetric(median(cr), "cpu_ratio_4096_2048_s"+s)
 	}
 }

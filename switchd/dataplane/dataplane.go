@@ -289,7 +289,7 @@ func (d *Dataplane) attach(pfx string, prog *ebpf.Program, ifindex int, mode Att
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("dataplane: attach XDP to ifindex %d (another XDP program attached? peer MTU > 3506 for native veth?): %w", ifindex, err)
+		return fmt.Errorf("dataplane: attach XDP to ifindex %d (another XDP program attached?): %w", ifindex, err)
 	}
 	if d.pinDir != "" {
 		p := filepath.Join(d.pinDir, linksDir, name)
