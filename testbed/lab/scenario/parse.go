@@ -36,15 +36,16 @@ func Load(path string) (*Scenario, error) {
 }
 
 var (
-	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
-	topoFields   = []string{"preset", "file", "links", "nic_pacing"}
-	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
-	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport"}
-	faultFields  = []string{"at", "before_traffic", "target", "op"}
-	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
-	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
+	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
+	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale"}
+	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
+	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout"}
+	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
+	faultFields   = []string{"at", "before_traffic", "target", "op"}
+	randomFields  = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
+	expectFields  = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault", "value", "of", "values", "variant"}
 	// Tools are the traffic generators a flow may name.
-	Tools = []string{"mrc-write-bw"}
+	Tools = append([]string{"mrc-write-bw"}, Collectives...)
 	// TargetClasses are what random_faults.targets may name besides
 	// target names.
 	TargetClasses = []string{"host-links", "fabric-links", "nic-ports", "t1-switches"}
@@ -53,8 +54,14 @@ var (
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
 
 // Parse decodes and validates a scenario; file names the source in errors
-// and anchors a relative topology file.
+// and anchors a relative topology file, which is read from disk.
 func Parse(file string, data []byte) (*Scenario, error) {
+	return ParseWith(file, data, os.ReadFile)
+}
+
+// ParseWith is Parse reading a topology file with read (given the path
+// joined to file's folder): shipped scenarios read theirs from the binary.
+func ParseWith(file string, data []byte, read func(string) ([]byte, error)) (*Scenario, error) {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -62,7 +69,7 @@ func Parse(file string, data []byte) (*Scenario, error) {
 		}
 		return nil, yamlError(file, err)
 	}
-	p := &parser{file: file}
+	p := &parser{file: file, read: read}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		line := 0
 		if len(doc.Content) > 0 {
@@ -82,6 +89,7 @@ func Parse(file string, data []byte) (*Scenario, error) {
 
 type parser struct {
 	file string
+	read func(string) ([]byte, error)
 }
 
 func (p *parser) err(n *yaml.Node, field, allowed, format string, args ...any) error {
@@ -168,9 +176,54 @@ func (p *parser) top(s *Scenario, n *yaml.Node) error {
 				s.Expect = append(s.Expect, e)
 				return err
 			})
+		case "variants":
+			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+				x, err := p.variant(vv, fmt.Sprintf("variants[%d]", i))
+				s.Variants = append(s.Variants, x)
+				return err
+			})
 		}
 		return err
 	})
+}
+
+func (p *parser) variant(n *yaml.Node, field string) (Variant, error) {
+	v := Variant{Line: n.Line}
+	err := p.mapping(n, field, variantFields, func(k string, vv *yaml.Node) error {
+		path := field + "." + k
+		var err error
+		switch k {
+		case "name":
+			if v.Name, err = p.str(vv, path); err == nil && !nameRE.MatchString(v.Name) {
+				err = p.err(vv, path, "1-40 characters [a-z0-9_-]", "bad variant name %q", v.Name)
+			}
+		case "topology":
+			v.SetTopology = true
+			err = p.topology(&v.Topology, vv)
+		case "transport":
+			v.Transport, err = p.enum(vv, path, "mrc", "roce")
+		case "qps":
+			v.QPs, err = p.intIn(vv, path, 1, 256)
+		case "traffic":
+			err = p.list(vv, path, func(i int, x *yaml.Node) error {
+				s, err := p.str(x, fmt.Sprintf("%s[%d]", path, i))
+				v.Flows = append(v.Flows, s)
+				return err
+			})
+		case "faults":
+			v.SetFaults = true
+			err = p.list(vv, path, func(i int, x *yaml.Node) error {
+				f, err := p.fault(x, fmt.Sprintf("%s[%d]", path, i))
+				v.Faults = append(v.Faults, f)
+				return err
+			})
+		}
+		return err
+	})
+	if err == nil && v.Name == "" {
+		err = p.err(n, field+".name", "1-40 characters [a-z0-9_-]", "missing (a variant needs a name: claims refer to VARIANT.FLOW.KEY)")
+	}
+	return v, err
 }
 
 func (p *parser) topology(t *Topology, n *yaml.Node) error {
@@ -184,6 +237,15 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 			if err == nil && !filepath.IsAbs(t.File) {
 				t.File = filepath.Join(filepath.Dir(p.file), t.File)
 			}
+			if err == nil {
+				if t.FileData, err = p.read(t.File); err != nil {
+					return p.err(v, "topology.file", "a topology file (docs/testbed.md), relative to the scenario file", "%v", err)
+				}
+			}
+		case "dcqcn_scale":
+			var x float64
+			x, err = p.float(v, "topology.dcqcn_scale", 1, 1e6)
+			t.DCQCNScale = x
 		case "nic_pacing":
 			var r string
 			if r, err = p.str(v, "topology.nic_pacing"); err != nil {
@@ -215,6 +277,18 @@ func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
 		s, err := p.str(v, path)
 		if err != nil {
 			return err
+		}
+		switch k {
+		case "host_ecn":
+			if l.HostECN, err = p.boolean(v, path); err != nil {
+				return err
+			}
+			return nil
+		case "delay":
+			if l.Delay, err = time.ParseDuration(s); err != nil || l.Delay < 0 || l.Delay > 10*time.Second {
+				return p.err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (netem on both veth ends: docs/testbed.md)", "bad delay %q", s)
+			}
+			return nil
 		}
 		if k == "capacity" {
 			if l.CapacityBps, err = topo.ParseRate(s); err != nil {
@@ -252,6 +326,21 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			f.From, err = p.host(v, path)
 		case "to":
 			f.To, err = p.host(v, path)
+		case "hosts":
+			err = p.list(v, path, func(i int, x *yaml.Node) error {
+				h, err := p.host(x, fmt.Sprintf("%s[%d]", path, i))
+				if err == nil && slices.Contains(f.Hosts, h) {
+					err = p.err(x, fmt.Sprintf("%s[%d]", path, i), "each host once", "host %s twice in the group", h)
+				}
+				f.Hosts = append(f.Hosts, h)
+				return err
+			})
+		case "iters":
+			f.Iters, err = p.intIn(v, path, 1, 10000)
+		case "check":
+			f.Check, err = p.boolean(v, path)
+		case "timeout":
+			f.Timeout, err = p.dur(v, path, time.Second, 10*time.Minute)
 		case "qps":
 			f.QPs, err = p.intIn(v, path, 1, 256)
 		case "size":
@@ -286,6 +375,26 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 		}
 		return err
 	})
+	if err == nil && f.IsCollective() {
+		switch {
+		case f.Name == "":
+			return f, p.err(n, field+".name", "", "missing (a collective needs name, tool and hosts)")
+		case len(f.Hosts) < 2:
+			return f, p.err(n, field+".hosts", "a list of 2 or more hosts in rank order, e.g. [h0, h2, h1, h3]", "a collective needs a group of at least 2 hosts")
+		case f.From != "" || f.To != "" || f.Duration > 0 || f.Start > 0 || f.Verify || f.EVs != "":
+			return f, p.err(n, field, "hosts, qps, size, iters, check, transport, timeout", "%s runs on a group: from, to, duration, start, verify and evs are mrc-write-bw's", f.Tool)
+		}
+		if f.Iters == 0 {
+			f.Iters = 5
+		}
+		if f.Timeout == 0 {
+			f.Timeout = 2 * time.Minute
+		}
+		return f, nil
+	}
+	if err == nil && (len(f.Hosts) > 0 || f.Iters > 0 || f.Check || f.Timeout > 0) {
+		return f, p.err(n, field+".tool", strings.Join(Collectives, " | "), "hosts, iters, check and timeout are for collective tools, not %s", f.Tool)
+	}
 	if err == nil {
 		for _, req := range []struct {
 			set  bool
@@ -469,11 +578,38 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 			e.Min, err = p.num(v, path)
 		case "max":
 			e.Max, err = p.num(v, path)
+		case "value":
+			e.Value, err = p.str(v, path)
+		case "of":
+			e.Of, err = p.str(v, path)
+		case "values":
+			err = p.list(v, path, func(i int, x *yaml.Node) error {
+				s, err := p.str(x, fmt.Sprintf("%s[%d]", path, i))
+				e.Values = append(e.Values, s)
+				return err
+			})
+		case "variant":
+			e.Variant, err = p.str(v, path)
 		}
 		return err
 	})
 	if err != nil {
 		return e, err
+	}
+	switch {
+	case e.Metric == MetricValue && e.Value == "":
+		return e, p.err(n, field+".value", "[VARIANT.]FLOW.KEY, KEY one of "+strings.Join(Keys, ", "), "missing for metric value")
+	case e.Metric == MetricJain && len(e.Values) < 2:
+		return e, p.err(n, field+".values", "a list of 2 or more [VARIANT.]FLOW.KEY, e.g. [incast.i0.rate, incast.i1.rate]", "metric jain needs at least 2 values")
+	case e.Metric != MetricValue && (e.Value != "" || e.Of != ""):
+		return e, p.err(n, field+".value", "value and of with metric value", "value/of given for metric %s", e.Metric)
+	case e.Metric != MetricJain && len(e.Values) > 0:
+		return e, p.err(n, field+".values", "values with metric jain", "values given for metric %s", e.Metric)
+	case e.CrossRun():
+		if e.Want == nil && e.Min == nil && e.Max == nil {
+			return e, p.err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
+		}
+		return e, nil
 	}
 	miss := func(f, allowed string) error {
 		return p.err(n, field+"."+f, allowed, "missing for metric %s", e.Metric)
@@ -523,6 +659,118 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 	if s.Name == "" {
 		return bad(root.Line, "name", "1-40 characters [a-z0-9_-]", "missing")
 	}
+	if len(s.Variants) == 0 {
+		for i, e := range s.Expect {
+			if e.Variant != "" {
+				return bad(e.Line, fmt.Sprintf("expect[%d].variant", i), "variant only in a scenario with variants", "this scenario has no variants")
+			}
+		}
+		if err := p.validateRun(s, line); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for i, v := range s.Variants {
+		if seen[v.Name] {
+			return bad(v.Line, fmt.Sprintf("variants[%d].name", i), "unique variant names", "variant %q given twice", v.Name)
+		}
+		seen[v.Name] = true
+		for j, fl := range v.Flows {
+			if !slices.ContainsFunc(s.Traffic, func(f Flow) bool { return f.Name == fl }) {
+				return bad(v.Line, fmt.Sprintf("variants[%d].traffic[%d]", i, j), "names of flows in traffic", "no flow %q", fl)
+			}
+		}
+		vline := func(key string) int {
+			if (key == "topology" && v.SetTopology) || (key == "faults" && v.SetFaults) || key == "traffic" {
+				return v.Line
+			}
+			return line(key)
+		}
+		if err := p.validateRun(s.Apply(v), vline); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Msg = fmt.Sprintf("variant %s: %s", v.Name, e.Msg)
+			}
+			return err
+		}
+	}
+	for i, e := range s.Expect {
+		field := fmt.Sprintf("expect[%d]", i)
+		if len(s.Variants) > 0 && !e.CrossRun() && s.Variant(e.Variant) == nil {
+			return bad(e.Line, field+".variant", "the name of a variant: "+variantNames(s), "metric %s checks one run: say which variant (%q is none)", e.Metric, e.Variant)
+		}
+		if e.Variant != "" && s.Variant(e.Variant) == nil {
+			return bad(e.Line, field+".variant", "the name of a variant: "+variantNames(s), "no variant %q", e.Variant)
+		}
+		names := e.Values
+		if e.Metric == MetricValue {
+			names = []string{e.Value}
+			if e.Of != "" {
+				names = append(names, e.Of)
+			}
+		}
+		for _, n := range names {
+			if _, _, _, err := s.ResolveValue(e.Variant, n); err != nil {
+				return bad(e.Line, field, "[VARIANT.]FLOW.KEY with KEY "+strings.Join(Keys, ", ")+" (rate for mrc-write-bw; busbw, algbw, wrong for collectives)", "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+func variantNames(s *Scenario) string {
+	var n []string
+	for _, v := range s.Variants {
+		n = append(n, v.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// ResolveValue splits a value name ([VARIANT.]FLOW.KEY; VARIANT defaults to
+// variant) and checks that the variant runs that flow and the flow has
+// that key. It returns the full name VARIANT.FLOW.KEY (FLOW.KEY without
+// variants).
+func (s *Scenario) ResolveValue(variant, name string) (full, flow, key string, err error) {
+	parts := strings.Split(name, ".")
+	if len(parts) == 2 && variant != "" {
+		parts = append([]string{variant}, parts...)
+	}
+	run := s
+	switch {
+	case len(s.Variants) == 0 && len(parts) == 2:
+	case len(s.Variants) > 0 && len(parts) == 3:
+		v := s.Variant(parts[0])
+		if v == nil {
+			return "", "", "", fmt.Errorf("value %q: no variant %q (%s)", name, parts[0], variantNames(s))
+		}
+		run = s.Apply(*v)
+	case len(s.Variants) > 0:
+		return "", "", "", fmt.Errorf("value %q: want VARIANT.FLOW.KEY (or FLOW.KEY with variant: set)", name)
+	default:
+		return "", "", "", fmt.Errorf("value %q: want FLOW.KEY (this scenario has no variants)", name)
+	}
+	flow, key = parts[len(parts)-2], parts[len(parts)-1]
+	i := slices.IndexFunc(run.Traffic, func(f Flow) bool { return f.Name == flow })
+	if i < 0 {
+		return "", "", "", fmt.Errorf("value %q: the run has no flow %q", name, flow)
+	}
+	want := []string{"rate"}
+	if run.Traffic[i].IsCollective() {
+		want = []string{"busbw", "algbw", "wrong"}
+	}
+	if !slices.Contains(want, key) {
+		return "", "", "", fmt.Errorf("value %q: flow %s (%s) has %s, not %q", name, flow, run.Traffic[i].Tool, strings.Join(want, ", "), key)
+	}
+	return strings.Join(parts, "."), flow, key, nil
+}
+
+// validateRun checks one run's scenario (the scenario itself, or one of
+// its variants): hosts and targets exist in its topology, faults and
+// windows fall inside the run.
+func (p *parser) validateRun(s *Scenario, line func(string) int) error {
+	bad := func(l int, field, allowed, format string, args ...any) error {
+		return &Error{File: p.file, Line: l, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
+	}
 	t := s.Topology
 	switch {
 	case t.Preset == "" && t.File == "":
@@ -543,7 +791,10 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 	}
 	names := map[string]bool{}
 	for i, f := range s.Traffic {
-		for _, h := range []string{f.From, f.To} {
+		for _, h := range append([]string{f.From, f.To}, f.Hosts...) {
+			if h == "" {
+				continue
+			}
 			if pl.Host(h) == nil {
 				return bad(f.Line, fmt.Sprintf("traffic[%d]", i), fmt.Sprintf("h0 .. h%d", len(pl.Hosts)-1), "host %s is not in the topology", h)
 			}
@@ -558,7 +809,10 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		if !TargetExists(pl, f.Target) {
 			return bad(f.Line, fmt.Sprintf("faults[%d].target", i), targetHelp(pl), "unknown target %q", f.Target)
 		}
-		if f.At >= end {
+		if f.At >= end && !f.BeforeTraffic {
+			if end == 0 {
+				return bad(f.Line, fmt.Sprintf("faults[%d].at", i), "before_traffic: true, or a scenario duration", "collectives alone have no planned end, so a timed fault may never apply")
+			}
 			return bad(f.Line, fmt.Sprintf("faults[%d].at", i), fmt.Sprintf("a time before the end of the traffic (%v)", end), "%v is after the run", f.At)
 		}
 	}
@@ -672,9 +926,12 @@ func targetHelp(pl *plan.Plan) string {
 func (t Topology) Resolve() (*topo.Topology, error) {
 	var tp *topo.Topology
 	var err error
-	if t.Preset != "" {
+	switch {
+	case t.Preset != "":
 		tp, err = topo.Preset(t.Preset)
-	} else {
+	case t.FileData != nil:
+		tp, err = topo.Parse(t.File, t.FileData)
+	default:
 		tp, err = topo.Load(t.File)
 	}
 	if err != nil {
