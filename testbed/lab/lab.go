@@ -538,10 +538,16 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		}()
 	}
 
-	progress(o, "[%s] clients started; waiting for data to arrive at %d destination(s)", s.Name, len(waitFor))
+	if len(waitFor) > 0 {
+		progress(o, "[%s] clients started; waiting for data to arrive at %d destination(s)", s.Name, len(waitFor))
+	}
 	select {
 	case <-zero:
-		progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+		if len(waitFor) > 0 {
+			progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+		} else {
+			progress(o, "[%s] %d collective(s) started, one after another: t=0", s.Name, len(colls))
+		}
 		mu.Lock()
 		for _, f := range timeline[:pre] {
 			out.Faults = append(out.Faults, Applied{Fault: f, Sent: time.Duration(preSent - t0), T: time.Duration(preDone - t0)})

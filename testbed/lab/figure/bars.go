@@ -11,6 +11,8 @@ import (
 // Bars is a bar chart of measured values (one bar per label): the tools'
 // results of a scenario's runs, e.g. every variant's busbw in S7.
 type Bars struct {
+	// Key names the chart (in its file name), e.g. busbw.
+	Key         string
 	Title, Unit string
 	Labels      []string
 	Values      []float64

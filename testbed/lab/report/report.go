@@ -33,7 +33,7 @@ func Write(dir string, o *lab.Outcome) (string, error) {
 	}
 	if bars := valueBars(o); len(bars) > 0 {
 		for _, bc := range bars {
-			name := "fig-values-" + sanitize(bc.Unit) + ".png"
+			name := "fig-values-" + bc.Key + ".png"
 			if err := figure.SaveBars(bc, filepath.Join(dir, name), 8*vg.Inch, 4*vg.Inch); err != nil {
 				return "", err
 			}
@@ -94,12 +94,12 @@ func value(v float64, unit string) string {
 		return "not measured"
 	case math.IsInf(v, 1):
 		return "never"
-	case unit == "ratio":
+	case unit == "ratio" || unit == "index":
 		return fmt.Sprintf("%.3f", v)
 	case unit == "ms":
 		return fmt.Sprintf("%.0f ms", v)
 	}
-	return fmt.Sprintf("%g %s", v, unit)
+	return fmt.Sprintf("%.4g %s", v, unit)
 }
 
 // Markdown is one scenario's report; figures are paths relative to the
@@ -144,7 +144,11 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 	if len(o.Variants) > 0 {
 		b.WriteString("Variants (each a full run on its own testbed; its report, series and figures in its folder):\n\n| variant | verdict | took | load average | report |\n|---|---|---|---|---|\n")
 		for _, v := range o.Variants {
-			fmt.Fprintf(&b, "| %s | %s | %v | %s → %s | [%s/report.md](%s) |\n", v.Label, Verdict(v), v.Took.Round(100*time.Millisecond), v.LoadBefore, v.LoadAfter, v.Label, filepath.Join(figDir, v.Label, "report.md"))
+			verdict := Verdict(v)
+			if v.Err == nil && len(v.Results) == 0 {
+				verdict = "ran (no per-run claims)"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %v | %s → %s | [%s/report.md](%s) |\n", v.Label, verdict, v.Took.Round(100*time.Millisecond), v.LoadBefore, v.LoadAfter, v.Label, filepath.Join(figDir, v.Label, "report.md"))
 		}
 		b.WriteString("\n")
 	}
@@ -231,7 +235,7 @@ func valueBars(o *lab.Outcome) []figure.Bars {
 	}
 	var out []figure.Bars
 	for _, key := range []string{"busbw", "rate"} {
-		bc := figure.Bars{Title: fmt.Sprintf("%s: %s of every run (Mbit/s)", o.Scenario.Name, key), Unit: key + " (Mbit/s)"}
+		bc := figure.Bars{Key: key, Title: fmt.Sprintf("%s: %s of every run (Mbit/s)", o.Scenario.Name, key), Unit: key + " (Mbit/s)"}
 		for _, v := range o.Variants {
 			for _, f := range v.Flows {
 				if x, ok := lab.FlowValues(f)[key]; ok {
