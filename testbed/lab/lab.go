@@ -129,6 +129,16 @@ func (d data) Series(name string) (series.Series, error) {
 
 func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
 
+// SeriesGroup implements verdict.Grouper: uplinks:SWITCH is the tx series
+// of the switch's fabric ports, uplinks:t0 those of every T0, one set each.
+func (d data) SeriesGroup(name string) ([][]string, error) {
+	sw, ok := strings.CutPrefix(name, "uplinks:")
+	if !ok || d.o.Plan == nil {
+		return nil, fmt.Errorf("series group %s: not uplinks:SWITCH or uplinks:t0", name)
+	}
+	return scenario.UplinkSets(d.o.Plan, sw)
+}
+
 func (d data) RTT() time.Duration { return d.o.RTT }
 
 // QPGrowth implements verdict.Data from the QP samples of host.
@@ -871,6 +881,20 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 	for _, e := range s.Expect {
 		if strings.HasPrefix(e.Series, "qp:") {
 			continue // per-QP counters, not a rate series (qp_loss_bound)
+		}
+		if sw, ok := strings.CutPrefix(e.Series, "uplinks:"); ok {
+			sets, err := scenario.UplinkSets(pl, sw)
+			if err != nil {
+				return nil, err
+			}
+			for _, set := range sets {
+				for _, n := range set {
+					if !slices.Contains(names, n) {
+						names = append(names, n)
+					}
+				}
+			}
+			continue
 		}
 		if e.Series != "" && !slices.Contains(names, e.Series) {
 			names = append(names, e.Series)

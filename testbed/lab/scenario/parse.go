@@ -173,6 +173,7 @@ func (p *parser) top(s *Scenario, n *yaml.Node) error {
 		case "expect":
 			err = p.list(v, k, func(i int, vv *yaml.Node) error {
 				e, err := p.expect(vv, fmt.Sprintf("expect[%d]", i))
+				e.Index = i
 				s.Expect = append(s.Expect, e)
 				return err
 			})
@@ -625,7 +626,11 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		return e, p.err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
 	case e.Metric != MetricToolErrors && e.Series == "":
 		return e, miss("series", "a series name, e.g. rx:h3 (docs/lab.md)")
-	case e.Metric != MetricToolErrors && !setWindow:
+	case e.Metric == MetricImbalance && !strings.HasPrefix(e.Series, "uplinks:"):
+		return e, p.err(n, field+".series", "uplinks:SWITCH (a T0's fabric ports), e.g. uplinks:p0-t0-0", "metric imbalance compares a switch's uplinks, not series %q", e.Series)
+	case e.Metric != MetricImbalance && strings.HasPrefix(e.Series, "uplinks:"):
+		return e, p.err(n, field+".series", "a rate series ("+SeriesHelp+")", "%q is only for metric %s", e.Series, MetricImbalance)
+	case e.Metric != MetricToolErrors && e.Metric != MetricImbalance && !setWindow:
 		return e, miss("window", "FROM..TO, e.g. 1s..2.5s")
 	case (e.Metric == MetricRatio || e.Metric == MetricDip) && !e.BaselineCapacity && e.Baseline.To == 0:
 		return e, miss("baseline", "FROM..TO (a reference window of the same series), capacity, or capacity of SERIES")
@@ -826,7 +831,8 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 			return bad(r.Line, "random_faults.until", fmt.Sprintf("at most the end of the traffic (%v)", end), "%v is after the run", r.Until)
 		}
 	}
-	for i, e := range s.Expect {
+	for _, e := range s.Expect {
+		i := e.Index
 		win := e.Window
 		if e.AfterFault != nil {
 			if *e.AfterFault >= len(s.Faults) {
@@ -861,7 +867,7 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 }
 
 // SeriesHelp says which series names exist.
-const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), fabric:HOST and fabric:HOST:pP (bit/s the T1s deliver to the host's T0s), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound)"
+const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), fabric:HOST and fabric:HOST:pP (bit/s the T1s deliver to the host's T0s), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound), uplinks:T0 or uplinks:t0 (a T0's fabric ports, or every T0's; metric imbalance)"
 
 // CheckSeries checks a series name against a plan.
 func CheckSeries(pl *plan.Plan, name string) error {
@@ -884,6 +890,12 @@ func CheckSeries(pl *plan.Plan, name string) error {
 			return fmt.Errorf("series %q: no host %s", name, parts[1])
 		}
 		return nil
+	case len(parts) == 2 && parts[0] == "uplinks":
+		_, err := UplinkSets(pl, parts[1])
+		if err != nil {
+			return fmt.Errorf("series %q: %v", name, err)
+		}
+		return nil
 	case len(parts) == 3 && parts[0] == "tx":
 		sw := pl.Switch(parts[1])
 		if sw == nil || sw.Port(parts[2]) == nil {
@@ -892,6 +904,41 @@ func CheckSeries(pl *plan.Plan, name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown series %q", name)
+}
+
+// Uplinks are the tx series of a switch's fabric ports.
+func Uplinks(sw *plan.Switch) []string {
+	var out []string
+	for _, pt := range sw.Ports {
+		if pt.Role == "fabric" {
+			out = append(out, "tx:"+sw.Name+":"+pt.Ifname)
+		}
+	}
+	return out
+}
+
+// UplinkSets resolves the group of series uplinks:WHICH: WHICH a T0's
+// name (one set: its uplinks) or "t0" (one set per T0 of the plan).
+func UplinkSets(pl *plan.Plan, which string) ([][]string, error) {
+	var sws []*plan.Switch
+	for i := range pl.Switches {
+		sw := &pl.Switches[i]
+		if sw.Role == plan.KindT0 && (which == "t0" || which == sw.Name) {
+			sws = append(sws, sw)
+		}
+	}
+	if len(sws) == 0 {
+		return nil, fmt.Errorf("no T0 switch %s (uplinks:t0 or uplinks:T0, e.g. uplinks:%s)", which, pl.Switches[0].Name)
+	}
+	var out [][]string
+	for _, sw := range sws {
+		u := Uplinks(sw)
+		if len(u) < 2 {
+			return nil, fmt.Errorf("%s has %d fabric port(s); imbalance needs 2 or more", sw.Name, len(u))
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // TargetExists says whether a fault target names something in the plan.

@@ -221,10 +221,16 @@ const (
 	// MetricJain is Jain's fairness index (Σx)² / (n·Σx²) of Values: 1
 	// when every flow got the same, 1/n when one got everything (S8).
 	MetricJain = "jain"
+	// MetricImbalance is, for series uplinks:SWITCH (a T0's fabric ports),
+	// the busiest port's mean rate over the ports' mean rate: 1 when the
+	// traffic spread evenly, N when one of N uplinks carried it all (ECMP
+	// collisions of RoCE's pinned QPs, S7). Its window defaults to the
+	// whole run.
+	MetricImbalance = "imbalance"
 )
 
 // Metrics lists the metric names.
-var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors, MetricQPLossBound, MetricValue, MetricJain}
+var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors, MetricQPLossBound, MetricValue, MetricJain, MetricImbalance}
 
 // Keys are the measured values of a flow (metric value and jain):
 // rate is mrc-write-bw's average goodput in Mbit/s (0 when the flow
@@ -282,7 +288,10 @@ type Expect struct {
 	// Variant is the run a per-run expectation (series, tool_errors)
 	// checks in a scenario with variants.
 	Variant string
-	Line    int
+	// Index is the expectation's place in the file's expect list (in
+	// errors about a variant's run, whose list holds only its own).
+	Index int
+	Line  int
 }
 
 // Bounds says what passes, e.g. "0.75 ± 0.03", "≥ 0.96".

@@ -114,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"fault no at", rep("at: 2s, ", ""), "x.yaml:11: faults[1].at: missing"},
 		{"fault bad at", rep("at: 2s", "at: soon"), `x.yaml:11: faults[1].at: bad duration "soon"`},
 		{"interval", rep("interval: 20ms", "interval: 100us"), "x.yaml:12: sampling.interval: 100µs is out of range (allowed: a duration from 1ms to 1s"},
-		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors | qp_loss_bound | value | jain)`},
+		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors | qp_loss_bound | value | jain | imbalance)`},
 		{"no bound", rep(", want: 0.5, tolerance: 0.05", ""), "x.yaml:14: expect[0]: no bound: say what passes (allowed: want (+ tolerance), min or max)"},
 		{"tolerance alone", rep("want: 0.5, ", ""), "x.yaml:14: expect[0].tolerance: tolerance without want"},
 		{"no baseline", rep(", baseline: 0.2s..0.9s", ""), "x.yaml:14: expect[0].baseline: missing for metric ratio"},
@@ -280,6 +280,7 @@ expect:
   - {claim: mrc beats roce, metric: value, value: mrc.ar.busbw, of: roce16.ar.busbw, min: 1}
   - {claim: fair, metric: jain, variant: mrc, values: [ar.busbw, a2a.busbw], min: 0.9}
   - {claim: runs, metric: tool_errors, variant: roce16, max: 0}
+  - {claim: sprays, metric: imbalance, series: "uplinks:p0-t0-1", variant: mrc, max: 1.1}
 `
 
 const oneTopo = `mode: ecmp
@@ -327,7 +328,7 @@ func TestParseVariants(t *testing.T) {
 	if len(r.Expect) != 1 || r.Expect[0].Metric != MetricToolErrors || r.Expect[0].Variant != "" {
 		t.Errorf("variant roce16 expects %+v: want its tool_errors only", r.Expect)
 	}
-	if m := s.Apply(s.Variants[0]); len(m.Traffic) != 2 || len(m.Expect) != 0 || m.Traffic[1].Transport != "mrc" {
+	if m := s.Apply(s.Variants[0]); len(m.Traffic) != 2 || len(m.Expect) != 1 || m.Expect[0].Metric != MetricImbalance || m.Traffic[1].Transport != "mrc" {
 		t.Errorf("variant mrc: %+v", m)
 	}
 	if full, flow, key, err := s.ResolveValue("mrc", "ar.busbw"); err != nil || full != "mrc.ar.busbw" || flow != "ar" || key != "busbw" {
@@ -357,6 +358,9 @@ func TestParseVariants(t *testing.T) {
 		{"collective key", rep("of: roce16.ar.busbw", "of: roce16.ar.rate"), `flow ar (mrc-allreduce-perf) has busbw, algbw, wrong, not "rate"`},
 		{"per-run claim without variant", rep(", variant: roce16, max: 0}", ", max: 0}"), `dir/v.yaml:19: expect[2].variant: metric tool_errors checks one run: say which variant ("" is none)`},
 		{"per-run claim unknown variant", rep("variant: roce16, max: 0}", "variant: roce2, max: 0}"), `expect[2].variant: metric tool_errors checks one run: say which variant ("roce2" is none)`},
+		{"imbalance of a host", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: imbalance, series: \"rx:h0\""), `expect[2].series: metric imbalance compares a switch's uplinks, not series "rx:h0"`},
+		{"imbalance of a T1", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: imbalance, series: \"uplinks:p0-t1-0\""), `expect[2].series: variant roce16: series "uplinks:p0-t1-0": no T0 switch p0-t1-0 (uplinks:t0 or uplinks:T0`},
+		{"uplinks for a ratio", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: ratio, baseline: capacity, window: 0s..1s, series: \"uplinks:p0-t0-0\""), `expect[2].series: "uplinks:p0-t0-0" is only for metric imbalance`},
 		{"variant topology file missing", rep("topology: {file: topo/one.yaml}", "topology: {file: topo/two.yaml}"), "dir/v.yaml:13: topology.file: open dir/topo/two.yaml: no such file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

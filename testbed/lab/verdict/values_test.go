@@ -1,11 +1,14 @@
 package verdict
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/series"
 )
 
 type values map[string]float64
@@ -109,3 +112,64 @@ func TestCheckAllSkipsValues(t *testing.T) {
 		t.Errorf("CheckAll gave %d results for cross-run claims: %+v", len(rs), rs)
 	}
 }
+
+// grouped is a fake with series groups (uplinks:SWITCH).
+type grouped struct {
+	fake
+	groups map[string][][]string
+}
+
+func (g grouped) SeriesGroup(n string) ([][]string, error) {
+	if ns, ok := g.groups[n]; ok {
+		return ns, nil
+	}
+	return nil, fmt.Errorf("no group %s", n)
+}
+
+func flat(name string, v float64) series.Series {
+	s := series.Series{Name: name, Unit: "bit/s"}
+	for t := 10 * time.Millisecond; t <= time.Second; t += 10 * time.Millisecond {
+		s.Points = append(s.Points, series.Point{T: t, V: v})
+	}
+	return s
+}
+
+// TestCheckImbalance: spraying evens the uplinks (passes ≤ 1.1); two
+// pinned flows hashed onto one of two uplinks read 2 and FAIL it.
+func TestCheckImbalance(t *testing.T) {
+	e := scenario.Expect{Claim: "even", Metric: scenario.MetricImbalance, Series: "uplinks:p0-t0-0", Max: ptr(1.1)}
+	groups := map[string][][]string{"uplinks:p0-t0-0": {{"tx:p0-t0-0:u0", "tx:p0-t0-0:u1"}}}
+	for _, c := range []struct {
+		name   string
+		u0, u1 float64
+		want   float64
+		pass   bool
+	}{
+		{"sprayed", 40e6, 38e6, 40.0 / 39, true},
+		{"collision", 80e6, 0, 2, false},
+		{"three to one", 60e6, 20e6, 1.5, false},
+	} {
+		d := grouped{fake{s: map[string]series.Series{"tx:p0-t0-0:u0": flat("tx:p0-t0-0:u0", c.u0), "tx:p0-t0-0:u1": flat("tx:p0-t0-0:u1", c.u1)}}, groups}
+		r := Check(e, d)
+		if math.Abs(r.Measured-c.want) > 1e-9 || r.Pass != c.pass {
+			t.Errorf("%s: measured %v pass %v, want %v %v (%s)", c.name, r.Measured, r.Pass, c.want, c.pass, r.Detail)
+		}
+	}
+	// Nothing carried, or no way to resolve the group: not measured.
+	idle := grouped{fake{s: map[string]series.Series{"tx:p0-t0-0:u0": flat("u0", 0), "tx:p0-t0-0:u1": flat("u1", 0)}}, groups}
+	if r := Check(e, idle); r.Pass || !math.IsNaN(r.Measured) {
+		t.Errorf("idle uplinks: %+v, want not measured", r)
+	}
+	// uplinks:t0: the worst T0's.
+	two := grouped{fake{s: map[string]series.Series{"a:u0": flat("a:u0", 40e6), "a:u1": flat("a:u1", 40e6), "b:u0": flat("b:u0", 60e6), "b:u1": flat("b:u1", 20e6)}},
+		map[string][][]string{"uplinks:t0": {{"a:u0", "a:u1"}, {"b:u0", "b:u1"}}}}
+	e.Series = "uplinks:t0"
+	if r := Check(e, two); r.Measured != 1.5 || r.Pass {
+		t.Errorf("two T0s: %+v, want the worst, 1.5, FAIL", r)
+	}
+	if r := Check(e, fake{}); r.Pass || !strings.Contains(r.Detail, "cannot resolve series group") {
+		t.Errorf("no grouper: %+v", r)
+	}
+}
+
+func ptr(x float64) *float64 { return &x }
