@@ -85,8 +85,12 @@ func parseCollective(out []byte, rank0 string) (*collperf.Report, error) {
 }
 
 // FlowValues are a flow's measured values (scenario.Keys): rate in Mbit/s
-// for mrc-write-bw (0 when it failed); busbw and algbw in Mbit/s (0 when
-// the collective failed) and wrong (absent when not checked or failed).
+// for mrc-write-bw (0 when it failed: what it delivered to the claims on
+// shares and fairness, as the seed counts a flow that died); busbw, algbw
+// in Mbit/s and wrong for a collective, none of them when it failed (a
+// collective that did not finish has no bus bandwidth, and a claim
+// "RoCE well below MRC" must not pass on a RoCE run that broke), wrong
+// absent when not checked.
 func FlowValues(r FlowResult) map[string]float64 {
 	v := map[string]float64{}
 	if !r.Flow.IsCollective() {
@@ -96,7 +100,6 @@ func FlowValues(r FlowResult) map[string]float64 {
 		}
 		return v
 	}
-	v["busbw"], v["algbw"] = 0, 0
 	if r.Err != nil || r.Collective == nil {
 		return v
 	}

@@ -235,8 +235,8 @@ var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors,
 // Keys are the measured values of a flow (metric value and jain):
 // rate is mrc-write-bw's average goodput in Mbit/s (0 when the flow
 // failed); busbw and algbw are a collective's average over its rows, in
-// Mbit/s (nccl-tests' GB/s × 8000; 0 when the run failed); wrong is its
-// #wrong summed over the rows (-c 1).
+// Mbit/s (nccl-tests' GB/s × 8000; not measured when the run failed);
+// wrong is its #wrong summed over the rows (-c 1).
 var Keys = []string{"rate", "busbw", "algbw", "wrong"}
 
 // CrossRun says whether the expectation reads measured values (value,
