@@ -24,6 +24,7 @@ func runVariants(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		r.Label = v.Name
 		out.Variants = append(out.Variants, r)
 		out.Samples += r.Samples
+		out.Faults = append(out.Faults, r.Faults...) // for the report's count; each run's own are in its report
 		if r.Err != nil {
 			out.Err = joinErr(out.Err, fmt.Errorf("variant %s: %w", v.Name, r.Err))
 		} else {
