@@ -734,7 +734,9 @@ wait:
 		fig := figure.Figure{Title: fmt.Sprintf("%s: bandwidth arriving at %s (switch egress, %v samples)", s.Name, sp.host, s.Interval), Marks: marks}
 		fig.Series = append(fig.Series, out.Series[sp.name])
 		for p := 0; p < pl.Planes; p++ {
-			fig.Series = append(fig.Series, out.Series[fmt.Sprintf("%s:p%d", sp.name, p)])
+			if ps, ok := out.Series[fmt.Sprintf("%s:p%d", sp.name, p)]; ok {
+				fig.Series = append(fig.Series, ps)
+			}
 		}
 		if f, ok := out.Series["fabric:"+sp.host]; ok {
 			fig.Series = append(fig.Series, f)
@@ -858,9 +860,13 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 	var names []string
 	for _, f := range s.Traffic {
 		for _, h := range f.Hosts {
-			// What arrives at each member of a collective group.
+			// What arrives at each member of a collective group, in
+			// total and per plane (its figure draws both).
 			if !slices.Contains(names, "rx:"+h) {
 				names = append(names, "rx:"+h)
+				for p := 0; p < pl.Planes; p++ {
+					names = append(names, fmt.Sprintf("rx:%s:p%d", h, p))
+				}
 			}
 		}
 		if f.IsCollective() {
