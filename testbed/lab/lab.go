@@ -201,6 +201,11 @@ func Run(ctx context.Context, s *scenario.Scenario, o Options) *Outcome {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if _, ok := o.Progress.(*lockedWriter); !ok && o.Progress != nil {
+		// The collectives' goroutine reports progress beside the main
+		// loop: one line at a time.
+		o.Progress = &lockedWriter{w: o.Progress}
+	}
 	if len(s.Variants) > 0 {
 		runVariants(ctx, s, o, out)
 		out.Took = time.Since(start)
@@ -1035,6 +1040,19 @@ func specFor(pl *plan.Plan, name string, crossT1 bool) (seriesSpec, error) {
 		sp.capacity = float64(port.Model.CapacityBps)
 	}
 	return sp, nil
+}
+
+// lockedWriter serializes the writes of the goroutines that report
+// progress.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 func progress(o Options, format string, args ...any) {
