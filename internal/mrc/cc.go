@@ -22,6 +22,11 @@ import "cmp"
 // first TRIMMED_LASTHOP after a quiet spell caps it at the delivery rate ×
 // base RTT instead (onTrim). Untrimmed loss is not congestion (it is a
 // broken path) and leaves the window alone.
+//
+// While receiver-limited the window may fall below one packet (minCwnd);
+// it is then a paced rate (sent), grows by at most subMTUInc per byte
+// acknowledged and is cut by the recently marked share (docs/engine.md,
+// "Below one packet").
 
 func (c *CCConfig) setDefaults(mtu int) {
 	c.InitCwnd = cmp.Or(c.InitCwnd, 64*mtu)
@@ -105,8 +110,8 @@ func (c *ccState) windowOpen(n int) bool {
 }
 
 // sent accounts a packet of n bytes sent at now. A window below the packet
-// (cwnd < n) goes out as one packet every srtt·n/cwnd: the rate cwnd/srtt
-// the window stands for. Why: a window is enforced only while something is
+// (cwnd < n) goes out as one packet every baseRTT·n/cwnd: the rate
+// cwnd/baseRTT the window stands for. Why: a window is enforced only while something is
 // in flight, so without the pacer a sender sends at least one packet per
 // RTT. Where the RTT is tens of µs and the bottleneck a few Mbit/s (the
 // netns testbed's port models add no queueing delay, docs/engine.md) one
