@@ -110,3 +110,121 @@ func dampMask(ds *[wire.MaxPlanes]flapDamp, old, cur uint32, now Time, cfg *Conf
 	}
 	return held
 }
+
+// Path damping: the same counting (flapDamp) applied to one path of a QP,
+// an EV group (plane and T1), on outages seen through the EVs themselves:
+// the group condemned (pathFailedAt: groupFails EVs lost packets with
+// nothing through it acknowledged after) and then probed back. An outage
+// counts only when at least pathMinLost of the group's probes were lost
+// while it was condemned: the path was dead for a while, not hit by one
+// random loss. The second counted outage within FlapWindow holds the group
+// out when it answers again, FlapHold doubled per further outage up to
+// FlapHoldMax (flapDamp.up). While held its EVs stay ASSUMED_BAD and it is
+// probed as one path; a lost probe starts a new outage (so the hold starts
+// over, longer, at the next answer), and the group is released (its EVs
+// probed back one by one) only when the hold ends with the path answering.
+// A hold never takes a QP's last usable path (pathAnswered, releasePaths).
+//
+// Why: mrc-switchd's flap (mrc-lab S3, S11) drops frames in the data
+// plane and leaves the carrier up, so port damping never saw it, and each
+// up phase re-admitted the group on its first answered probe: the flapping
+// planes carried about the 100/100 ms duty cycle of their rate (0.50–0.53)
+// and the total came out at 0.70–0.75 of full instead of 0.50. Why lost
+// probes and not condemnations alone: under random loss groups are
+// condemned too, and damping every condemnation cut the fabric
+// simulator's 5 % random-loss goodput below its bar (docs/engine.md); a
+// condemned group whose probes are lost in a row is rare there (each
+// probe round trip crosses eight lossy links, ~34 % lost).
+const pathMinLost = 1
+
+// pathAnswered is called when a probe pr of group gi is answered, before
+// the group's condemnation is cleared: it ends an outage, counts it and
+// may hold the group.
+func (q *qp) pathAnswered(gi int32, pr *probeRec) {
+	g := &q.grps[gi]
+	g.okSent = max(g.okSent, pr.sentAt)
+	if !g.dead {
+		return
+	}
+	lost := g.lost
+	// Probes of the group sent before pr (and after it was condemned) and
+	// not answered yet were lost: their timeouts, later, are stale.
+	for i := range q.probes {
+		o := &q.probes[i]
+		if o != pr && o.used && o.ev >= 0 && q.evs[o.ev].grp == gi && o.sentAt < pr.sentAt && o.sentAt >= g.deadAt {
+			lost++
+		}
+	}
+	if lost < pathMinLost {
+		return
+	}
+	cfg := &q.e.cfg
+	g.damp.down(g.deadAt, cfg)
+	if !g.damp.up(q.e.now, cfg) || g.held {
+		return // not flapping, or held already: the hold now ends later
+	}
+	if !q.otherPathUsable(gi) {
+		g.damp.until = 0 // the QP's last path: never held
+		return
+	}
+	g.held = true
+	q.nPathHeld++
+	q.stats.PathFlapHolds++
+	q.nextProbeScan = min(q.nextProbeScan, g.damp.until)
+}
+
+// pathProbeLost is called when a probe pr of group gi timed out.
+func (q *qp) pathProbeLost(gi int32, pr *probeRec) {
+	g := &q.grps[gi]
+	switch {
+	case pr.sentAt < g.okSent:
+		// A later probe was answered: this one says nothing new.
+	case g.dead:
+		if pr.sentAt >= g.deadAt {
+			g.lost++
+		}
+	case g.held:
+		// The held path went down again: a new outage, from the probe.
+		g.dead, g.deadAt, g.probeAt, g.probeMiss, g.lost = true, pr.sentAt, 0, 0, 1
+	}
+}
+
+// releasePaths releases the held groups whose hold is over and that
+// answer (not condemned), and every held group that answers when the QP
+// has no usable EV left; it returns the next end of a hold (Never: none).
+func (q *qp) releasePaths(now Time) Time {
+	stuck := !q.anyUsableEV()
+	next := Never
+	for gi := range q.grps {
+		g := &q.grps[gi]
+		if !g.held {
+			continue
+		}
+		if !g.dead && (stuck || now >= g.damp.until) {
+			g.held = false
+			q.nPathHeld--
+			for j := range q.evs {
+				if y := &q.evs[j]; y.grp == int32(gi) && y.state == EVAssumedBad {
+					y.nextProbe = now
+				}
+			}
+			continue
+		}
+		if g.damp.until > now {
+			next = min(next, g.damp.until)
+		}
+	}
+	return next
+}
+
+// otherPathUsable reports whether the QP has a usable EV (GOOD or SKIP, on
+// a usable plane) outside group gi.
+func (q *qp) otherPathUsable(gi int32) bool {
+	for _, idx := range q.order {
+		x := &q.evs[idx]
+		if x.grp != gi && (x.state == EVGood || x.state == EVSkip) && q.planeOK(x.plane) {
+			return true
+		}
+	}
+	return false
+}

@@ -421,7 +421,7 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 	if sent > g.lastAckSent && x.state != EVAssumedBad {
 		g.fails++
 		if g.fails >= groupFails && !g.dead {
-			g.dead, g.deadAt, g.probeAt, g.probeMiss = true, q.e.now, 0, 0 // probed as one path from now (probeBad)
+			g.dead, g.deadAt, g.probeAt, g.probeMiss, g.lost = true, q.e.now, 0, 0, 0 // probed as one path from now (probeBad)
 		}
 	}
 	q.setState(idx, EVAssumedBad)

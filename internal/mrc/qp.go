@@ -159,6 +159,16 @@ type evGroup struct {
 	deadAt    Time
 	probeAt   Time
 	probeMiss int
+
+	// Flap damping of the path (damp.go, pathDamp): lost counts the
+	// group's probes lost since it was condemned, okSent is the send time
+	// of its latest answered probe (earlier probes that time out later
+	// are stale), and a held group's EVs stay ASSUMED_BAD, probed as one
+	// path, until it has answered for the whole hold (damp.until).
+	lost   int
+	okSent Time
+	held   bool
+	damp   flapDamp
 }
 
 // txMsg is a posted WR.
@@ -266,6 +276,7 @@ type qp struct {
 	cur           int
 	nBad          int
 	nextProbeScan Time
+	nPathHeld     int // groups held out as flapping (pathDamp)
 	ctrlCur       int
 	gbnEV         [wire.MaxPlanes]int32
 	gbnPrimary    wire.Plane
