@@ -143,6 +143,7 @@ const pathMinLost = 1
 func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 	g := &q.grps[gi]
 	g.okSent = max(g.okSent, pr.sentAt)
+	g.missed = 0
 	if !g.dead {
 		return
 	}
@@ -184,8 +185,18 @@ func (q *qp) pathProbeLost(gi int32, pr *probeRec) {
 			g.lost++
 		}
 	case g.held:
-		// The held path went down again: a new outage, from the probe.
-		g.dead, g.deadAt, g.probeAt, g.probeMiss, g.lost = true, pr.sentAt, 0, 0, 1
+		// heldDownMisses lost in a row: the held path went down again, a
+		// new outage from the first of them. A held group's probe waits
+		// half the gap for its answer (probeBad), not 3·srtt: on a loaded
+		// machine answers later than that were taken as losses and kept
+		// paths that worked held after the flapping stopped.
+		if g.missed == 0 {
+			g.missAt = pr.sentAt
+		}
+		g.missed++
+		if g.missed >= heldDownMisses {
+			g.dead, g.deadAt, g.probeMiss, g.lost, g.missed = true, g.missAt, 0, g.missed, 0
+		}
 	}
 }
 
@@ -215,6 +226,30 @@ func (q *qp) releasePaths(now Time) Time {
 		}
 	}
 	return next
+}
+
+// heldProbesPerHold is how many probes a held group gets per FlapHold
+// (heldProbeGap), whether it answers or not: two, so that a down phase as
+// long as FlapHold loses heldDownMisses of them. Why not one per probe
+// interval, as a condemned group: a held path answers, so nothing
+// stretches the gap, and on the testbed (mrc-lab S3: srtt 0.1–1 ms, 4 QPs
+// with 4 held groups each per flapping plane) that was thousands of
+// probes per second per plane: 3.3 Mbit/s of the flapping 12.5 Mbit/s
+// links at FlapHold/16, and at one per probe interval enough to fill them,
+// be lost in their queues and keep the groups held after the flapping
+// stopped. At FlapHold/2 it is 20 probes per second per group.
+const heldProbesPerHold = 2
+
+// heldDownMisses is the number of a held group's probes lost in a row
+// that count as the path going down again (pathProbeLost). One: with two
+// probes per FlapHold a down phase as long as FlapHold loses only two, and
+// in mrc-lab S3 requiring both let about half of the down phases through
+// unseen, releasing held paths in the middle of the flapping.
+const heldDownMisses = 1
+
+// heldProbeGap is the time between probes of a held group that answers.
+func (q *qp) heldProbeGap(iv Time) Time {
+	return max(iv, q.e.cfg.flapHold()/heldProbesPerHold)
 }
 
 // otherPathUsable reports whether the QP has a usable EV (GOOD or SKIP, on

@@ -224,7 +224,7 @@ func TestPathFlapDampingKeepsSilentFlapOut(t *testing.T) {
 		half      = 100 * Microsecond
 		flapStart = 100 * Microsecond
 		cycles    = 15 // 3 ms
-		holdMax   = 600 * Microsecond
+		holdMax   = 400 * Microsecond
 		settle    = 4 * 2 * half // the damping has seen two outages by then
 	)
 	cases := []struct {
@@ -236,9 +236,9 @@ func TestPathFlapDampingKeepsSilentFlapOut(t *testing.T) {
 		wantHolds  bool
 		backWithin Time // after the last down ends, plane 1 carries data again
 	}{
-		{name: "damped", hold: 150 * Microsecond, flaps: cycles, wantMax: 0.05, wantHolds: true, backWithin: holdMax + 2*half},
+		{name: "damped", hold: half, flaps: cycles, wantMax: 0.05, wantHolds: true, backWithin: holdMax + 2*half},
 		{name: "undamped", hold: -1, flaps: cycles, wantMin: 0.10, backWithin: half},
-		{name: "single outage", hold: 150 * Microsecond, flaps: 1, backWithin: half},
+		{name: "single outage", hold: half, flaps: 1, backWithin: half},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,7 +295,7 @@ func TestPathFlapDampingNeverHoldsEveryPath(t *testing.T) {
 	sent := func(hold Time) uint64 {
 		h := newHarness(t, hopts{seed: 80, cfg: func(c *Config) {
 			c.PortRate = 10
-			c.FlapWindow, c.FlapHold, c.FlapHoldMax = 1*Millisecond, hold, 600*Microsecond
+			c.FlapWindow, c.FlapHold, c.FlapHoldMax = 1*Millisecond, hold, 400*Microsecond
 		}})
 		h.Rate = 10
 		h.startTransfer(64<<20, 256<<10)
@@ -309,7 +309,7 @@ func TestPathFlapDampingNeverHoldsEveryPath(t *testing.T) {
 		_, b := dataFrames(h, 0)
 		return b - a
 	}
-	damped, undamped := sent(150*Microsecond), sent(-1)
+	damped, undamped := sent(half), sent(-1)
 	t.Logf("data frames sent while every plane flapped: %d damped, %d undamped", damped, undamped)
 	if damped*4 < undamped {
 		t.Errorf("with damping the QP sent %d data frames while every plane flapped, want ≥ 1/4 of the %d without: every path was held", damped, undamped)

@@ -82,6 +82,13 @@ func (q *qp) probeBad(now Time, emit func(wire.Plane, []byte)) {
 						x.c.Probes++
 						if condemned {
 							g.probeAt = now + q.groupProbeGap(g, iv)
+							if g.held {
+								// Sparse probes can wait longer for their answer:
+								// one late answer must not restart the hold.
+								gap := q.heldProbeGap(iv)
+								g.probeAt = now + gap
+								pr.deadline = max(pr.deadline, now+gap/2)
+							}
 							g.probeMiss++ // until answered
 						}
 					} else {

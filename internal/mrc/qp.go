@@ -167,6 +167,8 @@ type evGroup struct {
 	// path, until it has answered for the whole hold (damp.until).
 	lost   int
 	okSent Time
+	missed int  // probes lost in a row while held and not condemned
+	missAt Time // send time of the first of them
 	held   bool
 	damp   flapDamp
 }

@@ -137,6 +137,9 @@ type QPRow struct {
 	Losses    uint64  `json:"losses"`
 	EVs       int     `json:"evs"`
 	GoodEVs   int     `json:"good_evs"`
+	// Counters is every counter of the engine's QP (mrc.QPCounters'
+	// uint64 fields) by snake_case name.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // EVRow is one row of `mrcctl evs QPN`.
@@ -163,6 +166,9 @@ type EVRow struct {
 // loop's and each port's counters by name.
 type Counters struct {
 	Engine  map[string]uint64 `json:"engine"`
+	// QPs sums every QP counter (mrc.QPCounters' uint64 fields, by
+	// snake_case name) over the daemon's QPs, the destroyed ones included.
+	QPs map[string]uint64 `json:"qps,omitempty"`
 	Daemon  map[string]uint64 `json:"daemon"`
 	Ports   []PortStatus      `json:"ports"`
 	Regions int               `json:"regions"`
