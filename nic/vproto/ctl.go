@@ -165,10 +165,10 @@ type EVRow struct {
 // Counters is the answer of `mrcctl counters`: the engine's, the run
 // loop's and each port's counters by name.
 type Counters struct {
-	Engine  map[string]uint64 `json:"engine"`
+	Engine map[string]uint64 `json:"engine"`
 	// QPs sums every QP counter (mrc.QPCounters' uint64 fields, by
 	// snake_case name) over the daemon's QPs, the destroyed ones included.
-	QPs map[string]uint64 `json:"qps,omitempty"`
+	QPs     map[string]uint64 `json:"qps,omitempty"`
 	Daemon  map[string]uint64 `json:"daemon"`
 	Ports   []PortStatus      `json:"ports"`
 	Regions int               `json:"regions"`
