@@ -65,8 +65,10 @@ func (d *flapDamp) down(now Time, cfg *Config) {
 }
 
 // up records the plane coming up at now and returns whether it is held.
-func (d *flapDamp) up(now Time, cfg *Config) bool {
-	hold := cfg.flapHold()
+func (d *flapDamp) up(now Time, cfg *Config) bool { return d.upHold(now, cfg, cfg.flapHold()) }
+
+// upHold is up with hold as the first hold (doubled per further down).
+func (d *flapDamp) upHold(now Time, cfg *Config, hold Time) bool {
 	if hold < 0 || d.downs < flapMinDowns || now-d.lastDown > cfg.flapWindow() {
 		return false
 	}
@@ -144,6 +146,9 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 	g := &q.grps[gi]
 	g.okSent = max(g.okSent, pr.sentAt)
 	g.missed = 0
+	if g.held && !g.dead && pr.sentAt >= g.until {
+		q.nextProbeScan = q.e.now // the hold is over and the path answers: release (releasePaths)
+	}
 	if !g.dead {
 		return
 	}
@@ -159,19 +164,84 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 	if lost < pathMinLost {
 		return
 	}
-	cfg := &q.e.cfg
-	g.damp.down(g.deadAt, cfg)
-	if !g.damp.up(q.e.now, cfg) || g.held {
-		return // not flapping, or held already: the hold now ends later
+	if q.peer == nil {
+		return
+	}
+	cfg, now := &q.e.cfg, q.e.now
+	sd := q.peer.pathDampOf(g.plane, g.t1)
+	if g.deadAt > sd.lastUp {
+		sd.down(g.deadAt, cfg) // a new outage, not one another QP saw end already
+	}
+	sd.lastUp = max(sd.lastUp, now)
+	if !sd.upHold(now, cfg, 2*cfg.flapHold()) {
+		return // not flapping
+	}
+	g.until = max(g.until, sd.until)
+	if g.held {
+		return // held already: the hold now ends later
 	}
 	if !q.otherPathUsable(gi) {
-		g.damp.until = 0 // the QP's last path: never held
+		return // the QP's last path: never held
+	}
+	q.holdPath(gi, g.until)
+}
+
+// holdPath holds group gi (its EVs ASSUMED_BAD already) until until.
+func (q *qp) holdPath(gi int32, until Time) {
+	g := &q.grps[gi]
+	g.until = max(g.until, until)
+	if g.held {
 		return
 	}
 	g.held = true
 	q.nPathHeld++
 	q.stats.PathFlapHolds++
-	q.nextProbeScan = min(q.nextProbeScan, g.damp.until)
+	q.nextProbeScan = min(q.nextProbeScan, g.until)
+}
+
+// pathKnownFlapping reports whether group gi's path is held as flapping
+// by the peer's shared count (another QP, or this one, saw it flap) and
+// may be held here: an EV of it just failed, and the QP has another
+// usable path. Then the whole group is held at once (pathFailedAt), not
+// after this QP has seen it flap twice itself: in mrc-lab S3 QPs sending
+// a few packets per path and down phase often lost packets on one EV of
+// a group only (no condemnation, no counted outage) and probed it back
+// in the next up phase.
+func (q *qp) pathKnownFlapping(gi int32) bool {
+	g := &q.grps[gi]
+	if g.held || q.peer == nil || q.peer.pathDamp == nil {
+		return false
+	}
+	sd := q.peer.pathDamp[pathKey(g.plane, g.t1)]
+	return sd != nil && sd.holding(q.e.now) && q.otherPathUsable(gi)
+}
+
+func pathKey(plane wire.Plane, t1 uint8) uint16 { return uint16(plane)<<8 | uint16(t1) }
+
+// sharedDamp is the outage count of one path toward a peer, shared by the
+// peer's QPs: a flap seen by one QP counts for all, so that each QP holds
+// the path from its own first outage once the path has flapped (4 QPs to
+// one peer in mrc-lab S3 took up to 2.5 s to hold every flapping path
+// each on its own count, the QPs sending only a few packets per path
+// per down phase). lastUp is the end of the latest outage counted: an
+// outage that began before it is one another QP already counted.
+type sharedDamp struct {
+	flapDamp
+	lastUp Time
+}
+
+// pathDampOf is the shared damping of path (plane, t1) toward p.
+func (p *peer) pathDampOf(plane wire.Plane, t1 uint8) *sharedDamp {
+	k := pathKey(plane, t1)
+	if d := p.pathDamp[k]; d != nil {
+		return d
+	}
+	if p.pathDamp == nil {
+		p.pathDamp = map[uint16]*sharedDamp{}
+	}
+	d := &sharedDamp{}
+	p.pathDamp[k] = d
+	return d
 }
 
 // pathProbeLost is called when a probe pr of group gi timed out.
@@ -211,7 +281,18 @@ func (q *qp) releasePaths(now Time) Time {
 		if !g.held {
 			continue
 		}
-		if !g.dead && (stuck || now >= g.damp.until) {
+		if !g.dead && (stuck || now >= g.until) {
+			if !stuck && g.okSent < g.until {
+				// Released only on an answer to a probe sent after the
+				// hold ended: in mrc-lab S3 a hold ended as the next down
+				// phase began, on the strength of an answer from before,
+				// and the path was let back in. Probe it now.
+				if !q.groupProbeOut(int32(gi)) {
+					g.probeAt = now
+				}
+				next = min(next, now+q.probeInterval())
+				continue
+			}
 			g.held = false
 			q.nPathHeld--
 			for j := range q.evs {
@@ -221,8 +302,8 @@ func (q *qp) releasePaths(now Time) Time {
 			}
 			continue
 		}
-		if g.damp.until > now {
-			next = min(next, g.damp.until)
+		if g.until > now {
+			next = min(next, g.until)
 		}
 	}
 	return next
@@ -250,6 +331,16 @@ const heldDownMisses = 1
 // heldProbeGap is the time between probes of a held group that answers.
 func (q *qp) heldProbeGap(iv Time) Time {
 	return max(iv, q.e.cfg.flapHold()/heldProbesPerHold)
+}
+
+// groupProbeOut reports whether a probe of group gi is outstanding.
+func (q *qp) groupProbeOut(gi int32) bool {
+	for i := range q.probes {
+		if pr := &q.probes[i]; pr.used && pr.ev >= 0 && q.evs[pr.ev].grp == gi {
+			return true
+		}
+	}
+	return false
 }
 
 // otherPathUsable reports whether the QP has a usable EV (GOOD or SKIP, on

@@ -425,12 +425,16 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 		}
 	}
 	q.setState(idx, EVAssumedBad)
-	if g.fails >= groupFails {
+	hold := q.pathKnownFlapping(x.grp)
+	if g.fails >= groupFails || hold {
 		for j := range q.evs {
 			if y := &q.evs[j]; y.grp == x.grp && (y.state == EVGood || y.state == EVSkip) {
 				q.setState(int32(j), EVAssumedBad)
 			}
 		}
+	}
+	if hold {
+		q.holdPath(x.grp, q.peer.pathDampOf(g.plane, g.t1).until)
 	}
 }
 
