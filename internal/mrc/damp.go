@@ -139,6 +139,17 @@ func dampMask(ds *[wire.MaxPlanes]flapDamp, old, cur uint32, now Time, cfg *Conf
 // probe round trip crosses eight lossy links, ~34 % lost).
 const pathMinLost = 1
 
+// pathMinOutageRTTs is the shortest outage that counts, in smoothed RTTs,
+// from the condemnation to the sending of the first probe answered. Why:
+// on a loaded machine a stall of mrc-nicd (or of the peer) condemns every
+// group it had packets in flight on and times their probes out, and an
+// outage right after it ends within an RTT or two; counting those held
+// steady paths (mrc-lab S3: groups of the two steady planes held at load
+// 15). A flap's down phase (100 ms in S3, srtt 0.3–1.5 ms) is far longer;
+// under random loss (probes every srtt, a lost one retried after 3·srtt)
+// a condemned group answers well within it.
+const pathMinOutageRTTs = 8
+
 // pathAnswered is called when a probe pr of group gi is answered, before
 // the group's condemnation is cleared: it ends an outage, counts it and
 // may hold the group.
@@ -161,7 +172,7 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 			lost++
 		}
 	}
-	if lost < pathMinLost {
+	if lost < pathMinLost || pr.sentAt-g.deadAt < pathMinOutageRTTs*q.srtt {
 		return
 	}
 	if q.peer == nil {
