@@ -147,7 +147,10 @@ const pathMinLost = 1
 // steady paths (mrc-lab S3: groups of the two steady planes held at load
 // 15). A flap's down phase (100 ms in S3, srtt 0.3–1.5 ms) is far longer;
 // under random loss (probes every srtt, a lost one retried after 3·srtt)
-// a condemned group answers well within it.
+// a condemned group answers well within it. At most FlapHold/2: srtt
+// itself grows tenfold in a stall (20 ms seen in S3 at load 12). A held
+// path (known to flap) counts every outage: one missed there let the hold
+// end and the path back in between two down phases.
 const pathMinOutageRTTs = 8
 
 // pathAnswered is called when a probe pr of group gi is answered, before
@@ -172,7 +175,7 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 			lost++
 		}
 	}
-	if lost < pathMinLost || pr.sentAt-g.deadAt < pathMinOutageRTTs*q.srtt {
+	if lost < pathMinLost || !g.held && pr.sentAt-g.deadAt < min(pathMinOutageRTTs*q.srtt, q.e.cfg.flapHold()/2) {
 		return
 	}
 	if q.peer == nil {
@@ -184,7 +187,7 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 		sd.down(g.deadAt, cfg) // a new outage, not one another QP saw end already
 	}
 	sd.lastUp = max(sd.lastUp, now)
-	if !sd.upHold(now, cfg, 2*cfg.flapHold()) {
+	if !sd.upHold(now, cfg, pathHoldBase(cfg)) {
 		return // not flapping
 	}
 	g.until = max(g.until, sd.until)
@@ -320,17 +323,20 @@ func (q *qp) releasePaths(now Time) Time {
 	return next
 }
 
-// heldProbesPerHold is how many probes a held group gets per FlapHold
-// (heldProbeGap), whether it answers or not: two, so that a down phase as
-// long as FlapHold loses heldDownMisses of them. Why not one per probe
+// heldProbesPerHold is how many probes a held group gets per first hold
+// (pathHoldBase, 2·FlapHold; heldProbeGap), whether it answers or not:
+// three, so that a down phase as long as FlapHold loses at least one
+// (heldDownMisses). Why not one per probe
 // interval, as a condemned group: a held path answers, so nothing
 // stretches the gap, and on the testbed (mrc-lab S3: srtt 0.1–1 ms, 4 QPs
 // with 4 held groups each per flapping plane) that was thousands of
 // probes per second per plane: 3.3 Mbit/s of the flapping 12.5 Mbit/s
 // links at FlapHold/16, and at one per probe interval enough to fill them,
 // be lost in their queues and keep the groups held after the flapping
-// stopped. At FlapHold/2 it is 20 probes per second per group.
-const heldProbesPerHold = 2
+// stopped. At 2·FlapHold/3 it is 15 probes per second per group, and
+// in S3 the held planes still received 0.4–0.5 Mbit/s (3–4 % of their
+// rate) of probes and answers: more would break S3's 5 % claim.
+const heldProbesPerHold = 3
 
 // heldDownMisses is the number of a held group's probes lost in a row
 // that count as the path going down again (pathProbeLost). One: with two
@@ -341,8 +347,13 @@ const heldDownMisses = 1
 
 // heldProbeGap is the time between probes of a held group that answers.
 func (q *qp) heldProbeGap(iv Time) Time {
-	return max(iv, q.e.cfg.flapHold()/heldProbesPerHold)
+	return max(iv, pathHoldBase(&q.e.cfg)/heldProbesPerHold)
 }
+
+// pathHoldBase is a path's first hold: twice FlapHold, since a path's
+// outage is seen later than a port's (losses, then a probe timeout) and a
+// hold as long as the down phase of the flap ended with the next one.
+func pathHoldBase(cfg *Config) Time { return 2 * cfg.flapHold() }
 
 // groupProbeOut reports whether a probe of group gi is outstanding.
 func (q *qp) groupProbeOut(gi int32) bool {
