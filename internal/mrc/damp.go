@@ -113,30 +113,34 @@ func dampMask(ds *[wire.MaxPlanes]flapDamp, old, cur uint32, now Time, cfg *Conf
 	return held
 }
 
-// Path damping: the same counting (flapDamp) applied to one path of a QP,
-// an EV group (plane and T1), on outages seen through the EVs themselves:
-// the group condemned (pathFailedAt: groupFails EVs lost packets with
-// nothing through it acknowledged after) and then probed back. An outage
-// counts only when at least pathMinLost of the group's probes were lost
-// while it was condemned: the path was dead for a while, not hit by one
-// random loss. The second counted outage within FlapWindow holds the group
-// out when it answers again, FlapHold doubled per further outage up to
-// FlapHoldMax (flapDamp.up). While held its EVs stay ASSUMED_BAD and it is
-// probed as one path; a lost probe starts a new outage (so the hold starts
-// over, longer, at the next answer), and the group is released (its EVs
-// probed back one by one) only when the hold ends with the path answering.
-// A hold never takes a QP's last usable path (pathAnswered, releasePaths).
+// Path damping: the same counting (flapDamp) applied to a path toward a
+// peer, an EV group (plane and T1), on outages seen through the EVs
+// themselves: the group condemned (pathFailedAt: groupFails EVs lost
+// packets with nothing through it acknowledged after) and then probed
+// back. An outage counts only when at least pathMinLost of the group's
+// probes were lost while it was condemned and it lasted pathMinOutageRTTs
+// (the path was dead for a while, not hit by a random loss or a stall).
+// The count is shared by the peer's QPs (sharedDamp). From the second
+// counted outage within FlapWindow the group is held when it answers
+// again, for pathHoldBase doubled per further outage up to FlapHoldMax
+// (flapDamp.upHold); once the path is known to flap, a QP holds its group
+// at the first EV failure (pathKnownFlapping). While held its EVs stay
+// ASSUMED_BAD and it is probed as one path (heldProbeGap); a lost probe is
+// a new outage (the hold is extended at the next answer), and the group is
+// released (its EVs probed back one by one) only on an answer to a probe
+// sent after the hold ended (releasePaths). A hold never takes a QP's
+// last usable path (pathAnswered, pathKnownFlapping, releasePaths).
 //
 // Why: mrc-switchd's flap (mrc-lab S3, S11) drops frames in the data
 // plane and leaves the carrier up, so port damping never saw it, and each
 // up phase re-admitted the group on its first answered probe: the flapping
-// planes carried about the 100/100 ms duty cycle of their rate (0.50–0.53)
-// and the total came out at 0.70–0.75 of full instead of 0.50. Why lost
+// planes carried about the 100/100 ms duty cycle of their rate (0.41–0.57)
+// and the total came out at 0.58–0.75 of full instead of 0.50. Why lost
 // probes and not condemnations alone: under random loss groups are
 // condemned too, and damping every condemnation cut the fabric
 // simulator's 5 % random-loss goodput below its bar (docs/engine.md); a
-// condemned group whose probes are lost in a row is rare there (each
-// probe round trip crosses eight lossy links, ~34 % lost).
+// condemned group whose probes are lost is rarer there, and an outage of
+// 8 srtt rarer still (the 5 % scenario's goodput is unchanged).
 const pathMinLost = 1
 
 // pathMinOutageRTTs is the shortest outage that counts, in smoothed RTTs,
