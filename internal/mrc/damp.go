@@ -185,13 +185,8 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 	if q.peer == nil {
 		return
 	}
-	cfg, now := &q.e.cfg, q.e.now
 	sd := q.peer.pathDampOf(g.plane, g.t1)
-	if g.deadAt > sd.lastUp {
-		sd.down(g.deadAt, cfg) // a new outage, not one another QP saw end already
-	}
-	sd.lastUp = max(sd.lastUp, now)
-	if !sd.upHold(now, cfg, pathHoldBase(cfg)) {
+	if !sd.outage(g.deadAt, q.e.now, &q.e.cfg) {
 		return // not flapping
 	}
 	g.until = max(g.until, sd.until)
@@ -246,6 +241,16 @@ func pathKey(plane wire.Plane, t1 uint8) uint16 { return uint16(plane)<<8 | uint
 type sharedDamp struct {
 	flapDamp
 	lastUp Time
+}
+
+// outage records an outage of the path from deadAt to now, as one QP saw
+// it, and reports whether the path is to be held (until d.until).
+func (d *sharedDamp) outage(deadAt, now Time, cfg *Config) bool {
+	if deadAt >= d.lastUp {
+		d.down(deadAt, cfg) // a new outage, not one another QP saw end already
+	}
+	d.lastUp = max(d.lastUp, now)
+	return d.upHold(now, cfg, pathHoldBase(cfg))
 }
 
 // pathDampOf is the shared damping of path (plane, t1) toward p.

@@ -315,3 +315,39 @@ func TestPathFlapDampingNeverHoldsEveryPath(t *testing.T) {
 		t.Errorf("with damping the QP sent %d data frames while every plane flapped, want ≥ 1/4 of the %d without: every path was held", damped, undamped)
 	}
 }
+
+// TestSharedPathDampCountsEachOutageOnce: the QPs toward a peer report the
+// outages of a path they each saw; one outage reported by two QPs counts
+// once (it began before the last counted one ended), so a path that went
+// out once is not held however many QPs saw it, and from the second
+// outage each QP's report holds it, for 2·FlapHold doubled per further
+// outage, capped at FlapHoldMax.
+func TestSharedPathDampCountsEachOutageOnce(t *testing.T) {
+	cfg := Config{FlapWindow: 1000, FlapHold: 10, FlapHoldMax: 100}
+	type report struct {
+		deadAt, now Time
+		held        bool
+		until       Time // when held
+	}
+	cases := []struct {
+		name    string
+		reports []report
+	}{
+		{"one outage, two QPs", []report{{0, 50, false, 0}, {5, 55, false, 0}}},
+		{"two outages, one QP", []report{{0, 50, false, 0}, {100, 150, true, 170}}},
+		{"two outages, two QPs each", []report{{0, 50, false, 0}, {5, 55, false, 0}, {100, 150, true, 170}, {110, 160, true, 180}}},
+		{"growing, capped", []report{{0, 50, false, 0}, {100, 150, true, 170}, {200, 250, true, 290}, {300, 350, true, 430}, {400, 450, true, 550}, {500, 550, true, 650}}},
+		{"far apart: decays", []report{{0, 50, false, 0}, {2000, 2050, false, 0}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var d sharedDamp
+			for i, r := range tc.reports {
+				held := d.outage(r.deadAt, r.now, &cfg)
+				if held != r.held || held && d.until != r.until {
+					t.Errorf("report %d (%d..%d): held %v until %d, want %v until %d", i, r.deadAt, r.now, held, d.until, r.held, r.until)
+				}
+			}
+		})
+	}
+}
