@@ -33,9 +33,9 @@ build:
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do echo "go build -o $(BIN)/$$c ./cmd/$$c"; $(GO) build -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-# Idempotent: apt-get runs only when a package is missing (tools/deps.sh).
+# Idempotent: apt-get runs only when a package is missing (.ci/deps.sh).
 deps:
-	@tools/deps.sh
+	@.ci/deps.sh
 
 # The tools the tests use are installed first (a fresh machine skips
 # nothing), and the binaries built: netns tests start them as real processes.
