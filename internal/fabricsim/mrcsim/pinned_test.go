@@ -49,14 +49,8 @@ func pinnedShare(t *testing.T, sc fabricsim.Config, seed uint64) float64 {
 	}
 	f := newFabric(t, sc, seed, pin)
 	const join = 200_000 // ns: flow 1 alone first
-	fl1, err := f.Connect(0, 2, mrc.QPConfig{NumEVs: 2, ReservePerPlane: -1}, 24<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl2, err := f.Connect(1, 3, mrc.QPConfig{NumEVs: 1, ReservePerPlane: -1}, 12<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl1 := connect(t, f, 0, 2, mrc.QPConfig{NumEVs: 2, ReservePerPlane: -1}, 24<<20, 64<<10, 64)
+	fl2 := connect(t, f, 1, 3, mrc.QPConfig{NumEVs: 1, ReservePerPlane: -1}, 12<<20, 64<<10, 64)
 	fl1.StartAt(0)
 	fl2.StartAt(join)
 	f.RunUntilDone(1e9)
