@@ -106,7 +106,7 @@ func TestFieldsPanicsOnWrongType(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	type other struct {
-		rx uint64 `metric:"rx" help:"again"`
+		Rx uint64 `metric:"rx" help:"again"`
 	}
 	for _, tc := range []struct {
 		name string
