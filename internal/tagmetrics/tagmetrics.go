@@ -21,6 +21,8 @@ package tagmetrics
 import (
 	"fmt"
 	"reflect"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -199,15 +201,34 @@ func Describe(ch chan<- *prometheus.Desc, prefix string, fs []Field, labels []st
 	}
 }
 
+// descs caches the descriptors Collect makes: a scrape builds the same
+// ones every time (prefix, field and label names do not change), and
+// NewDesc is most of a scrape's cost.
+var descs sync.Map // descKey -> *prometheus.Desc
+
+type descKey struct {
+	prefix, name, help, label, labels string
+}
+
+func cachedDesc(prefix string, f Field, labels []string) *prometheus.Desc {
+	k := descKey{prefix, f.Name, f.Help, f.Label, strings.Join(labels, "\x00")}
+	if d, ok := descs.Load(k); ok {
+		return d.(*prometheus.Desc)
+	}
+	d, _ := descs.LoadOrStore(k, Desc(prefix, f, labels))
+	return d.(*prometheus.Desc)
+}
+
 // Collect sends each field's value as a counter, with labelValues for the
 // labels Describe was given.
 func Collect(ch chan<- prometheus.Metric, prefix string, fs []Field, labels []string, labelValues ...string) {
-	descs := map[string]*prometheus.Desc{}
+	var last *prometheus.Desc
+	lastName := ""
 	for _, f := range fs {
-		d := descs[f.Name]
-		if d == nil {
-			d = Desc(prefix, f, labels)
-			descs[f.Name] = d
+		d := last
+		if d == nil || f.Name != lastName {
+			d = cachedDesc(prefix, f, labels)
+			last, lastName = d, f.Name
 		}
 		lv := labelValues
 		if f.Label != "" {
