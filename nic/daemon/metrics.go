@@ -31,6 +31,7 @@ var (
 	descPortTxFull  = prometheus.NewDesc("mrc_port_tx_full_total", "Frames the port could not take (ring or pool full).", []string{"port", "plane"}, nil)
 	descPortUp      = prometheus.NewDesc("mrc_port_up", "1 when the port has carrier and is up.", []string{"port", "plane"}, nil)
 	descEngine      = prometheus.NewDesc("mrc_engine_events_total", "Engine-wide counters.", []string{"counter"}, nil)
+	descQPEvents    = prometheus.NewDesc("mrc_qp_events_total", "Every QP counter of the engine, summed over the daemon's QPs (destroyed ones included).", []string{"counter"}, nil)
 	descQPs         = prometheus.NewDesc("mrc_qps", "QPs open.", nil, nil)
 	descQPTx        = prometheus.NewDesc("mrc_qp_tx_bytes_total", "Payload bytes sent by a QP.", []string{"qpn"}, nil)
 	descQPRx        = prometheus.NewDesc("mrc_qp_rx_bytes_total", "Payload bytes received by a QP.", []string{"qpn"}, nil)
@@ -112,6 +113,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		good        int
 	}
 	var ec mrc.EngineCounters
+	var qpTotals map[string]uint64
 	var rows []qpRow
 	paths := map[pathKey]*pathStats{}
 	done := make(chan struct{})
@@ -119,6 +121,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		defer close(done)
 		_ = d.exec(func() {
 			ec = d.eng.Counters()
+			qpTotals = d.qpTotals()
 			var s mrc.QPSnapshot
 			for _, q := range d.sortedQPs() {
 				s.EVs = s.EVs[:0]
@@ -143,6 +146,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, v := range engineMetrics(ec) {
 		counter(descEngine, v, k)
+	}
+	for k, v := range qpTotals {
+		counter(descQPEvents, v, k)
 	}
 	ch <- prometheus.MustNewConstMetric(descQPs, prometheus.GaugeValue, float64(len(rows)))
 	for _, r := range rows {
