@@ -89,14 +89,8 @@ func pinnedShare(t *testing.T, sc fabricsim.Config, tm pinnedTiming, seed uint64
 		}
 	}
 	f := newFabric(t, sc, seed, pin)
-	fl1, err := f.Connect(0, 2, mrc.QPConfig{NumEVs: 2, ReservePerPlane: -1}, tm.size1, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl2, err := f.Connect(1, 3, mrc.QPConfig{NumEVs: 1, ReservePerPlane: -1}, tm.size2, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl1 := connect(t, f, 0, 2, mrc.QPConfig{NumEVs: 2, ReservePerPlane: -1}, tm.size1, 64<<10, 64)
+	fl2 := connect(t, f, 1, 3, mrc.QPConfig{NumEVs: 1, ReservePerPlane: -1}, tm.size2, 64<<10, 64)
 	fl1.StartAt(0)
 	fl2.StartAt(tm.join)
 	f.RunUntilDone(100 * tm.join)
