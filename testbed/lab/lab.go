@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/telemetry"
+	"github.com/softmrc/softmrc/nic/collperf"
 	"github.com/softmrc/softmrc/nic/perf"
 	"github.com/softmrc/softmrc/testbed/lab/figure"
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
@@ -62,6 +63,9 @@ type FlowResult struct {
 	Average    float64
 	Verified   bool
 	Mismatches uint64
+	// Collective is rank 0's report of a collective flow (nil otherwise or
+	// when it failed).
+	Collective *collperf.Report
 	Err        error
 }
 
@@ -85,6 +89,13 @@ type Outcome struct {
 	// when the run started and ended (2 vCPUs here).
 	LoadBefore, LoadAfter string
 	Err                   error // the run itself failed (bring-up, sampling, a fault)
+	// Values are the flows' measured values (FlowValues) by FLOW.KEY, or
+	// by VARIANT.FLOW.KEY in a scenario with variants.
+	Values map[string]float64
+	// Variants are the runs of a scenario with variants, one per variant,
+	// in file order; Results then holds their per-run verdicts (claims
+	// prefixed with the variant) and the cross-run ones.
+	Variants []*Outcome
 }
 
 // Pass is true when the run completed and every expectation passed.
@@ -118,6 +129,16 @@ func (d data) Series(name string) (series.Series, error) {
 
 func (d data) Capacity(name string) (float64, error) { return d.cap[name], nil }
 
+// SeriesGroup implements verdict.Grouper: uplinks:SWITCH is the tx series
+// of the switch's fabric ports, uplinks:t0 those of every T0, one set each.
+func (d data) SeriesGroup(name string) ([][]string, error) {
+	sw, ok := strings.CutPrefix(name, "uplinks:")
+	if !ok || d.o.Plan == nil {
+		return nil, fmt.Errorf("series group %s: not uplinks:SWITCH or uplinks:t0", name)
+	}
+	return scenario.UplinkSets(d.o.Plan, sw)
+}
+
 func (d data) RTT() time.Duration { return d.o.RTT }
 
 // QPGrowth implements verdict.Data from the QP samples of host.
@@ -144,12 +165,19 @@ func (d data) FaultTime(i int) (sent, done, next time.Duration, ok bool) {
 	return sent, done, next, ok
 }
 
+func (d data) Value(name string) (float64, bool) {
+	v, ok := d.o.Values[name]
+	return v, ok
+}
+
 func (d data) ToolErrors() []string {
 	var out []string
 	for _, f := range d.o.Flows {
 		switch {
 		case f.Err != nil:
 			out = append(out, fmt.Sprintf("flow %s: %v", f.Flow.Name, f.Err))
+		case FlowValues(f)["wrong"] > 0:
+			out = append(out, fmt.Sprintf("flow %s: %g elements wrong (-c 1)", f.Flow.Name, FlowValues(f)["wrong"]))
 		case f.Mismatches > 0:
 			out = append(out, fmt.Sprintf("flow %s: %d bytes wrong (--verify)", f.Flow.Name, f.Mismatches))
 		case f.Flow.Verify && !f.Verified:
@@ -173,7 +201,27 @@ func Run(ctx context.Context, s *scenario.Scenario, o Options) *Outcome {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if _, ok := o.Progress.(*lockedWriter); !ok && o.Progress != nil {
+		// The collectives' goroutine reports progress beside the main
+		// loop: one line at a time.
+		o.Progress = &lockedWriter{w: o.Progress}
+	}
+	if len(s.Variants) > 0 {
+		runVariants(ctx, s, o, out)
+		out.Took = time.Since(start)
+		out.LoadAfter = loadAvg()
+		return out
+	}
 	out.Err = runScenario(ctx, s, o, out)
+	out.Values = map[string]float64{}
+	for _, f := range out.Flows {
+		for k, v := range FlowValues(f) {
+			out.Values[f.Flow.Name+"."+k] = v
+		}
+	}
+	if out.Err == nil {
+		out.Results = append(out.Results, verdict.CheckValues(s, data{o: out})...)
+	}
 	out.Took = time.Since(start)
 	out.LoadAfter = loadAvg()
 	return out
@@ -194,10 +242,13 @@ func loadAvg() string {
 }
 
 func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outcome) (err error) {
-	wbw := run.FindBin(o.BinDir, "mrc-write-bw")
-	if wbw == "" {
-		return errors.New("mrc-write-bw not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin")
+	tools := map[string]string{}
+	for _, f := range s.Traffic {
+		if tools[f.Tool] = run.FindBin(o.BinDir, f.Tool); tools[f.Tool] == "" {
+			return fmt.Errorf("%s not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin", f.Tool)
+		}
 	}
+	wbw := tools["mrc-write-bw"]
 	if run.FindBin(o.BinDir, "mrc-nicd") == "" {
 		return errors.New("mrc-nicd not found (looked in --bin, $MRC_BIN and PATH): run `make build` and pass --bin bin")
 	}
@@ -215,6 +266,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		return err
 	}
 	pl.NICPacingBps = s.Topology.NICPacingBps
+	pl.NICDCQCNScale = s.Topology.DCQCNScale
 	out.Plan = pl
 	timeline, err := s.Timeline(pl)
 	if err != nil {
@@ -245,8 +297,10 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		}
 	}
 	for _, f := range s.Traffic {
-		for _, h := range []string{f.From, f.To} {
-			sockets[h] = run.NICSocket(pl.Host(h))
+		for _, h := range append([]string{f.From, f.To}, f.Hosts...) {
+			if h != "" {
+				sockets[h] = run.NICSocket(pl.Host(h))
+			}
 		}
 	}
 	raw, err := os.Create(filepath.Join(o.OutDir, "samples.jsonl"))
@@ -273,7 +327,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 			continue
 		}
 		for _, f := range s.Traffic {
-			if f.Start == 0 && "rx:"+f.To == sp.name {
+			if !f.IsCollective() && f.Start == 0 && "rx:"+f.To == sp.name {
 				waitFor = append(waitFor, sp)
 				break
 			}
@@ -380,13 +434,22 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	// Traffic: servers first (each on its own out-of-band port), then the
 	// clients at their start times. t0 is the traffic start.
 	end := s.End()
-	tctx, cancelTraffic := context.WithTimeout(ctx, end+60*time.Second)
+	limit := end + 60*time.Second
+	for _, f := range s.Traffic {
+		if f.IsCollective() {
+			limit += f.Timeout // they run one after another
+		}
+	}
+	tctx, cancelTraffic := context.WithTimeout(ctx, limit)
 	defer cancelTraffic()
 	out.Flows = make([]FlowResult, len(s.Traffic))
 	srvErrs := make([]error, len(s.Traffic))
 	var wg sync.WaitGroup
 	for i, f := range s.Traffic {
 		out.Flows[i].Flow = f
+		if f.IsCollective() {
+			continue
+		}
 		port := strconv.Itoa(perf.DefaultPort + 1 + i)
 		srv, err := os.Create(filepath.Join(o.OutDir, "flow-"+f.Name+".server.txt"))
 		if err != nil {
@@ -415,7 +478,35 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	}
 	mu.Unlock()
 	rel := func() time.Duration { return time.Duration(Monotonic() - t0) }
+	// Collectives run one after another, in file order (their length is
+	// their iterations'), from the start of the traffic.
+	var colls []int
 	for i, f := range s.Traffic {
+		if f.IsCollective() {
+			colls = append(colls, i)
+		}
+	}
+	if len(colls) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range colls {
+				f := s.Traffic[i]
+				if tctx.Err() != nil {
+					out.Flows[i].Err = fmt.Errorf("not run: %w", tctx.Err())
+					continue
+				}
+				if err := runCollective(tctx, dir, o.OutDir, tools[f.Tool], f, &out.Flows[i]); err != nil {
+					out.Flows[i].Err = err
+				}
+				progress(o, "[%s] %s on %s done at t=%.1fs: %s", s.Name, f.Name, strings.Join(f.Hosts, ","), rel().Seconds(), collectiveLine(out.Flows[i]))
+			}
+		}()
+	}
+	for i, f := range s.Traffic {
+		if f.IsCollective() {
+			continue
+		}
 		src, dst := pl.Host(f.From), pl.Host(f.To)
 		args := []string{wbw, "-d", run.NICSocket(src), "-p", strconv.Itoa(perf.DefaultPort + 1 + i), "-s", strconv.Itoa(f.Size),
 			"-q", strconv.Itoa(f.QPs), "-t", strconv.Itoa(f.TxDepth), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json"}
@@ -462,10 +553,16 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		}()
 	}
 
-	progress(o, "[%s] clients started; waiting for data to arrive at %d destination(s)", s.Name, len(waitFor))
+	if len(waitFor) > 0 {
+		progress(o, "[%s] clients started; waiting for data to arrive at %d destination(s)", s.Name, len(waitFor))
+	}
 	select {
 	case <-zero:
-		progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+		if len(waitFor) > 0 {
+			progress(o, "[%s] traffic flowing %v after the clients started: t=0", s.Name, time.Duration(t0-launched).Round(time.Millisecond))
+		} else {
+			progress(o, "[%s] %d collective(s) started, one after another: t=0", s.Name, len(colls))
+		}
 		mu.Lock()
 		for _, f := range timeline[:pre] {
 			out.Faults = append(out.Faults, Applied{Fault: f, Sent: time.Duration(preSent - t0), T: time.Duration(preDone - t0)})
@@ -558,6 +655,13 @@ wait:
 	stopFaults()
 	<-faultsDone
 	cancelTraffic()
+	if len(colls) > 0 {
+		// Collectives end when their iterations do: the run (and every
+		// series) ends then, on a whole sampling interval.
+		if took := rel(); took > end {
+			end = (took + s.Interval - 1).Truncate(s.Interval)
+		}
+	}
 	for i, e := range srvErrs {
 		if out.Flows[i].Err == nil {
 			out.Flows[i].Err = e
@@ -635,7 +739,9 @@ wait:
 		fig := figure.Figure{Title: fmt.Sprintf("%s: bandwidth arriving at %s (switch egress, %v samples)", s.Name, sp.host, s.Interval), Marks: marks}
 		fig.Series = append(fig.Series, out.Series[sp.name])
 		for p := 0; p < pl.Planes; p++ {
-			fig.Series = append(fig.Series, out.Series[fmt.Sprintf("%s:p%d", sp.name, p)])
+			if ps, ok := out.Series[fmt.Sprintf("%s:p%d", sp.name, p)]; ok {
+				fig.Series = append(fig.Series, ps)
+			}
 		}
 		if f, ok := out.Series["fabric:"+sp.host]; ok {
 			fig.Series = append(fig.Series, f)
@@ -744,12 +850,33 @@ type seriesSpec struct {
 func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 	crossT1 := map[string]bool{}
 	for _, f := range s.Traffic {
+		if f.IsCollective() {
+			for _, h := range f.Hosts {
+				for _, g := range f.Hosts {
+					crossT1[h] = crossT1[h] || pl.Host(h).T0 != pl.Host(g).T0
+				}
+			}
+			continue
+		}
 		if pl.Host(f.From).T0 != pl.Host(f.To).T0 {
 			crossT1[f.To] = true
 		}
 	}
 	var names []string
 	for _, f := range s.Traffic {
+		for _, h := range f.Hosts {
+			// What arrives at each member of a collective group, in
+			// total and per plane (its figure draws both).
+			if !slices.Contains(names, "rx:"+h) {
+				names = append(names, "rx:"+h)
+				for p := 0; p < pl.Planes; p++ {
+					names = append(names, fmt.Sprintf("rx:%s:p%d", h, p))
+				}
+			}
+		}
+		if f.IsCollective() {
+			continue
+		}
 		if !slices.Contains(names, "rx:"+f.To) {
 			names = append(names, "rx:"+f.To)
 			for p := 0; p < pl.Planes; p++ {
@@ -758,13 +885,27 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 		}
 	}
 	for _, f := range s.Traffic {
-		if !slices.Contains(names, "goodput:"+f.From) {
+		if !f.IsCollective() && !slices.Contains(names, "goodput:"+f.From) {
 			names = append(names, "goodput:"+f.From)
 		}
 	}
 	for _, e := range s.Expect {
 		if strings.HasPrefix(e.Series, "qp:") {
 			continue // per-QP counters, not a rate series (qp_loss_bound)
+		}
+		if sw, ok := strings.CutPrefix(e.Series, "uplinks:"); ok {
+			sets, err := scenario.UplinkSets(pl, sw)
+			if err != nil {
+				return nil, err
+			}
+			for _, set := range sets {
+				for _, n := range set {
+					if !slices.Contains(names, n) {
+						names = append(names, n)
+					}
+				}
+			}
+			continue
 		}
 		if e.Series != "" && !slices.Contains(names, e.Series) {
 			names = append(names, e.Series)
@@ -899,6 +1040,19 @@ func specFor(pl *plan.Plan, name string, crossT1 bool) (seriesSpec, error) {
 		sp.capacity = float64(port.Model.CapacityBps)
 	}
 	return sp, nil
+}
+
+// lockedWriter serializes the writes of the goroutines that report
+// progress.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 func progress(o Options, format string, args ...any) {

@@ -15,6 +15,7 @@ import (
 	"github.com/softmrc/softmrc/testbed/lab"
 	"github.com/softmrc/softmrc/testbed/lab/report"
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/verdict"
 	"github.com/softmrc/softmrc/testbed/netns"
 )
 
@@ -22,7 +23,7 @@ import (
 // fresh builds.
 func bins(t *testing.T) string {
 	t.Helper()
-	names := []string{"mrc-switchd", "mrc-nicd", "mrc-write-bw"}
+	names := []string{"mrc-switchd", "mrc-nicd", "mrc-write-bw", "mrc-allreduce-perf"}
 	if d := os.Getenv("MRC_BIN"); d != "" {
 		for _, n := range names {
 			if _, err := os.Stat(filepath.Join(d, n)); err != nil {
@@ -151,5 +152,103 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(prog.String(), "[e2e] t=") {
 		t.Errorf("no progress line:\n%s", prog.String())
+	}
+}
+
+// collectives is S7's form at test size: an all-reduce group on the pair
+// preset, run as two variants (MRC and RoCE), each on its own testbed.
+const collectives = `name: e2ecoll
+topology:
+  preset: pair
+  links:
+    host: {capacity: 100Mbit, buffer: 128KiB, ecn_threshold: 16KiB, trim_threshold: 64KiB, host_ecn: true}
+  dcqcn_scale: 100
+traffic:
+  - {name: ar, tool: mrc-allreduce-perf, hosts: [h0, h1], size: 256KiB, iters: 2, check: true, timeout: 60s}
+variants:
+  - {name: mrc, transport: mrc}
+  - {name: roce, transport: roce}
+expect:
+  - {claim: "MRC's busbw over RoCE's", metric: value, value: mrc.ar.busbw, of: roce.ar.busbw, min: 0}
+  - {claim: "must fail: MRC 1000 × RoCE", metric: value, value: mrc.ar.busbw, of: roce.ar.busbw, min: 1000}
+  - {claim: "MRC: ran, every element right", variant: mrc, metric: tool_errors, max: 0}
+  - {claim: "RoCE: ran, every element right", variant: roce, metric: tool_errors, max: 0}
+`
+
+// TestRunCollectivesEndToEnd runs a collective group on real daemons in
+// two variants and checks that the cross-run verdicts are computed from
+// the tools' results (one must FAIL), that every variant's testbed is
+// gone, and that the figures hold only named series (a group's host once
+// drew an empty one: its per-plane series were not sampled).
+func TestRunCollectivesEndToEnd(t *testing.T) {
+	if err := netns.Supported(); err != nil {
+		if os.Getenv("MRC_TEST_REQUIRE_PRIV") == "1" {
+			t.Fatalf("MRC_TEST_REQUIRE_PRIV=1 but: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	bin := bins(t)
+	s, err := scenario.Parse("e2ecoll.yaml", []byte(collectives))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	var prog strings.Builder
+	o := lab.Run(ctx, s, lab.Options{BinDir: bin, OutDir: out, Progress: &prog, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if o.Err != nil || len(o.Variants) != 2 {
+		t.Fatalf("run: %v (%d variants)\nprogress:\n%s", o.Err, len(o.Variants), prog.String())
+	}
+	for _, v := range o.Variants {
+		for _, ns := range v.Plan.Namespaces {
+			if netns.Exists(ns) {
+				t.Errorf("variant %s: namespace %s left after the run", v.Label, ns)
+			}
+		}
+		for _, f := range v.Figures {
+			for _, ser := range f.Series {
+				if ser.Name == "" || len(ser.Points) == 0 {
+					t.Errorf("variant %s: figure %q has an empty series %+v", v.Label, f.Title, ser.Name)
+				}
+			}
+		}
+	}
+	mrc, roce := o.Values["mrc.ar.busbw"], o.Values["roce.ar.busbw"]
+	if mrc <= 0 || roce <= 0 || o.Values["mrc.ar.wrong"] != 0 || o.Values["roce.ar.wrong"] != 0 {
+		t.Fatalf("values %v: want busbw > 0 and #wrong 0 for both", o.Values)
+	}
+	var ratio, fail *verdict.Result
+	for i, r := range o.Results {
+		t.Logf("%s: %.4g %s (%s) pass=%v — %s", r.Claim, r.Measured, r.Unit, r.Bounds, r.Pass, r.Detail)
+		switch r.Claim {
+		case "MRC's busbw over RoCE's":
+			ratio = &o.Results[i]
+		case "must fail: MRC 1000 × RoCE":
+			fail = &o.Results[i]
+		default:
+			if !r.Pass {
+				t.Errorf("%q failed: %s", r.Claim, r.Detail)
+			}
+		}
+	}
+	if ratio == nil || fail == nil || len(o.Results) != 4 {
+		t.Fatalf("%d results, want the 2 per-run and 2 cross-run claims", len(o.Results))
+	}
+	if math.Abs(ratio.Measured-mrc/roce) > 1e-9 || !ratio.Pass {
+		t.Errorf("ratio verdict %v (pass %v), the values give %v", ratio.Measured, ratio.Pass, mrc/roce)
+	}
+	if fail.Pass {
+		t.Error("MRC 1000 × RoCE passed")
+	}
+	path, err := report.Write(filepath.Join(out, "report"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(path)
+	for _, w := range []string{"e2ecoll — FAIL", "| mrc.ar.busbw |", "fig-values-busbw.png", "[roce/report.md]"} {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("report.md lacks %q:\n%s", w, md)
+		}
 	}
 }

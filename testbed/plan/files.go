@@ -129,6 +129,7 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 			Locator: hp.Locator, PacingBps: pacing, MAC: hp.MAC, NeighborMAC: hp.GatewayMAC}
 		c.Ports = append(c.Ports, port)
 	}
+	c.RoCE.DCQCNScale = p.NICDCQCNScale
 	c.SetDefaults()
 	return c
 }

@@ -69,6 +69,10 @@ type Plan struct {
 	// bandwidth experiment sets this above the capacity so that the switch
 	// port model is the bottleneck (docs/lab.md, S1).
 	NICPacingBps uint64 `yaml:"nic_pacing_bps,omitempty"`
+	// NICDCQCNScale, when set, is every NIC's roce.dcqcn_scale (nic/config
+	// RoCEOptions): DCQCN slowed to the emulated links' speed (mrc-lab's
+	// topology.dcqcn_scale, S7 and S8).
+	NICDCQCNScale float64 `yaml:"nic_dcqcn_scale,omitempty"`
 	// PinGlob is what the run may own in bpffs (removed by down).
 	PinGlob    string   `yaml:"pin_glob"`
 	Namespaces []string `yaml:"namespaces"`

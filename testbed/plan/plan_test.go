@@ -286,12 +286,15 @@ func TestNICConfig(t *testing.T) {
 	cases := []struct {
 		mode              topo.Mode
 		nicPacing, pacing uint64 // NICPacingBps set; the pacing_bps expected
+		dcqcnScale        float64
 	}{
-		{topo.ModeSRv6, 0, 25e9},
-		{topo.ModeECMP, 0, 25e9},
+		{topo.ModeSRv6, 0, 25e9, 0},
+		{topo.ModeECMP, 0, 25e9, 0},
 		// S1 (docs/lab.md): the NICs paced above the link so that the
 		// switch port model is the bottleneck.
-		{topo.ModeSRv6, 26.5e9, 26.5e9},
+		{topo.ModeSRv6, 26.5e9, 26.5e9, 0},
+		// S7, S8: DCQCN slowed to the emulated links (roce.dcqcn_scale).
+		{topo.ModeECMP, 0, 25e9, 1250},
 	}
 	for _, tc := range cases {
 		mode := tc.mode
@@ -303,6 +306,7 @@ func TestNICConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.NICPacingBps = tc.nicPacing
+		p.NICDCQCNScale = tc.dcqcnScale
 		files, err := p.Files(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -318,6 +322,9 @@ func TestNICConfig(t *testing.T) {
 			h := p.Host(c.Host)
 			if h == nil || h.NICConfig != f.Path || string(c.Mode) != string(mode) || len(c.Ports) != p.Planes {
 				t.Fatalf("%s: %+v", f.Path, c)
+			}
+			if c.RoCE.DCQCNScale != tc.dcqcnScale {
+				t.Errorf("%s: roce.dcqcn_scale %v, want %v", f.Path, c.RoCE.DCQCNScale, tc.dcqcnScale)
 			}
 			if (mode == topo.ModeSRv6) != (c.Template == h.Template) {
 				t.Errorf("%s: template %q", f.Path, c.Template)

@@ -5,6 +5,7 @@ package scenarios
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
 	"path"
 	"slices"
@@ -13,7 +14,10 @@ import (
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
 )
 
-//go:embed *.yaml
+// The scenarios are the .yaml files of this folder; topologies/ holds the
+// topology files they name (topology.file), which are not scenarios.
+//
+//go:embed *.yaml topologies/*.yaml
 var files embed.FS
 
 // Names lists the shipped scenarios in run order (file names sort as
@@ -22,6 +26,9 @@ func Names() []string {
 	ents, _ := fs.ReadDir(files, ".")
 	var out []string
 	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
 		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
 	}
 	slices.Sort(out)
@@ -36,6 +43,18 @@ func Load(name string) (*scenario.Scenario, bool, error) {
 	if err != nil {
 		return nil, false, nil
 	}
-	s, err := scenario.Parse(path.Join("testbed/scenarios", name+".yaml"), b)
+	// A topology file is read from the binary: its path is joined to
+	// testbed/scenarios/ as the scenario's folder.
+	read := func(p string) ([]byte, error) {
+		rel, ok := strings.CutPrefix(p, dir+"/")
+		if !ok {
+			return nil, fmt.Errorf("%s is not inside %s: a shipped scenario names a topology file in testbed/scenarios/topologies/", p, dir)
+		}
+		return files.ReadFile(rel)
+	}
+	s, err := scenario.ParseWith(path.Join(dir, name+".yaml"), b, read)
 	return s, true, err
 }
+
+// dir is where the shipped scenarios live in the source tree (in errors).
+const dir = "testbed/scenarios"

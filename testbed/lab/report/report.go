@@ -25,6 +25,21 @@ func Write(dir string, o *lab.Outcome) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	var figs []string
+	for _, v := range o.Variants {
+		if _, err := Write(filepath.Join(dir, v.Label), v); err != nil {
+			return "", err
+		}
+	}
+	if bars := valueBars(o); len(bars) > 0 {
+		for _, bc := range bars {
+			name := "fig-values-" + bc.Key + ".png"
+			if err := figure.SaveBars(bc, filepath.Join(dir, name), 8*vg.Inch, 4*vg.Inch); err != nil {
+				return "", err
+			}
+			figs = append(figs, name)
+		}
+	}
 	var names []string
 	for n := range o.Series {
 		names = append(names, n)
@@ -47,7 +62,6 @@ func Write(dir string, o *lab.Outcome) (string, error) {
 			return "", err
 		}
 	}
-	var figs []string
 	for _, fg := range o.Figures {
 		name := "fig-" + sanitize(fg.Series[0].Name) + ".png"
 		if err := figure.Save(fg, filepath.Join(dir, name), 8*vg.Inch, 3.5*vg.Inch); err != nil {
@@ -80,12 +94,12 @@ func value(v float64, unit string) string {
 		return "not measured"
 	case math.IsInf(v, 1):
 		return "never"
-	case unit == "ratio":
+	case unit == "ratio" || unit == "index":
 		return fmt.Sprintf("%.3f", v)
 	case unit == "ms":
 		return fmt.Sprintf("%.0f ms", v)
 	}
-	return fmt.Sprintf("%g %s", v, unit)
+	return fmt.Sprintf("%.4g %s", v, unit)
 }
 
 // Markdown is one scenario's report; figures are paths relative to the
@@ -127,9 +141,60 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 		}
 		b.WriteString("\n")
 	}
-	if len(o.Flows) > 0 {
+	if len(o.Variants) > 0 {
+		b.WriteString("Variants (each a full run on its own testbed; its report, series and figures in its folder):\n\n| variant | verdict | took | load average | report |\n|---|---|---|---|---|\n")
+		for _, v := range o.Variants {
+			verdict := Verdict(v)
+			if v.Err == nil && len(v.Results) == 0 {
+				verdict = "ran (no per-run claims)"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %v | %s → %s | [%s/report.md](%s) |\n", v.Label, verdict, v.Took.Round(100*time.Millisecond), v.LoadBefore, v.LoadAfter, v.Label, filepath.Join(figDir, v.Label, "report.md"))
+		}
+		b.WriteString("\n")
+	}
+	if len(o.Values) > 0 {
+		var keys []string
+		for k := range o.Values {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteString("Measured values (the tools' results: rate and busbw/algbw in Mbit/s, wrong in elements):\n\n| value | measured |\n|---|---|\n")
+		for _, k := range keys {
+			fmt.Fprintf(&b, "| %s | %.4g |\n", k, o.Values[k])
+		}
+		b.WriteString("\n")
+	}
+	var colls []lab.FlowResult
+	for _, f := range o.Flows {
+		if f.Flow.IsCollective() {
+			colls = append(colls, f)
+		}
+	}
+	if len(colls) > 0 {
+		b.WriteString("| collective | ranks (in order) | transport | QPs per peer | size × iters | busbw | algbw | #wrong | result |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, f := range colls {
+			v := lab.FlowValues(f)
+			st, wrong := "ok", "not checked"
+			if f.Err != nil {
+				st = "error: " + f.Err.Error()
+			}
+			if x, ok := v["wrong"]; ok {
+				wrong = fmt.Sprintf("%g", x)
+			}
+			tr := f.Flow.Transport
+			if tr == "" {
+				tr = "mrc"
+			}
+			fmt.Fprintf(&b, "| %s (%s) | %s | %s | %d | %d B × %d | %.1f Mbit/s | %.1f Mbit/s | %s | %s |\n", f.Flow.Name, f.Flow.Tool, strings.Join(f.Flow.Hosts, ","), tr, f.Flow.QPs, f.Flow.Size, f.Flow.Iters, v["busbw"], v["algbw"], wrong, strings.ReplaceAll(st, "|", "/"))
+		}
+		b.WriteString("\n")
+	}
+	if len(o.Flows) > len(colls) {
 		b.WriteString("| flow | from → to | QPs × size | duration | mrc-write-bw average | verify |\n|---|---|---|---|---|---|\n")
 		for _, f := range o.Flows {
+			if f.Flow.IsCollective() {
+				continue
+			}
 			st := "off"
 			switch {
 			case f.Err != nil:
@@ -160,6 +225,30 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 		fmt.Fprintf(&b, "![%s](%s)\n\n", f, filepath.Join(figDir, f))
 	}
 	return b.String()
+}
+
+// valueBars are the bar charts of a scenario with variants: one per unit,
+// a bar per measured value in Mbit/s (busbw and rate), in variant order.
+func valueBars(o *lab.Outcome) []figure.Bars {
+	if len(o.Variants) == 0 {
+		return nil
+	}
+	var out []figure.Bars
+	for _, key := range []string{"busbw", "rate"} {
+		bc := figure.Bars{Key: key, Title: fmt.Sprintf("%s: %s of every run (Mbit/s)", o.Scenario.Name, key), Unit: key + " (Mbit/s)"}
+		for _, v := range o.Variants {
+			for _, f := range v.Flows {
+				if x, ok := lab.FlowValues(f)[key]; ok {
+					bc.Labels = append(bc.Labels, v.Label+" "+f.Flow.Name)
+					bc.Values = append(bc.Values, x)
+				}
+			}
+		}
+		if len(bc.Values) > 0 {
+			out = append(out, bc)
+		}
+	}
+	return out
 }
 
 func label(o *lab.Outcome) string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softmrc/softmrc/nic/collperf"
 	"github.com/softmrc/softmrc/testbed/lab"
 	"github.com/softmrc/softmrc/testbed/lab/figure"
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
@@ -48,5 +49,43 @@ func TestWrite(t *testing.T) {
 		if !strings.Contains(sum, w) {
 			t.Errorf("summary lacks %q:\n%s", w, sum)
 		}
+	}
+}
+
+// TestWriteVariants: a scenario with variants writes each run's report in
+// its folder, the values table, the busbw bar chart and the collectives.
+func TestWriteVariants(t *testing.T) {
+	s := &scenario.Scenario{Name: "s7", Source: "s7.yaml", Interval: 10 * time.Millisecond}
+	ar := scenario.Flow{Name: "ar", Tool: "mrc-allreduce-perf", Hosts: []string{"h0", "h1"}, QPs: 1, Size: 1 << 20, Iters: 5, Check: true}
+	rep := &collperf.Report{Rows: []collperf.Row{{Bytes: 1 << 20, Out: collperf.Result{BusBW: 0.008, AlgBW: 0.008}, In: collperf.Result{BusBW: 0.008, AlgBW: 0.008}}}}
+	v1 := &lab.Outcome{Label: "mrc", Scenario: &scenario.Scenario{Name: "s7-mrc", Source: "s7.yaml", Interval: 10 * time.Millisecond},
+		Flows: []lab.FlowResult{{Flow: ar, Collective: rep}}}
+	v2 := &lab.Outcome{Label: "roce", Scenario: &scenario.Scenario{Name: "s7-roce", Source: "s7.yaml", Interval: 10 * time.Millisecond},
+		Flows: []lab.FlowResult{{Flow: ar, Err: errors.New("transport retry exceeded")}}}
+	o := &lab.Outcome{Scenario: s, Variants: []*lab.Outcome{v1, v2}, Values: map[string]float64{"mrc.ar.busbw": 64},
+		Results: []verdict.Result{{Claim: "mrc beats roce", Metric: "value", Measured: math.NaN(), Unit: "ratio", Bounds: "≥ 1", Detail: "not measured: roce.ar.busbw was not measured"}}}
+	dir := t.TempDir()
+	path, err := Write(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(path)
+	for _, w := range []string{"| mrc | ran (no per-run claims) |", "[roce/report.md](roce/report.md)", "| mrc.ar.busbw | 64 |", "| mrc beats roce | value | not measured | ≥ 1 | **FAIL** |", "![fig-values-busbw.png](fig-values-busbw.png)"} {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("report.md lacks %q:\n%s", w, md)
+		}
+	}
+	for _, f := range []string{"fig-values-busbw.png", "mrc/report.md", "roce/report.md"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	vr, _ := os.ReadFile(filepath.Join(dir, "roce", "report.md"))
+	if !strings.Contains(string(vr), "| ar (mrc-allreduce-perf) | h0,h1 | mrc | 1 | 1048576 B × 5 |") || !strings.Contains(string(vr), "error: transport retry exceeded") {
+		t.Errorf("variant report lacks the failed collective:\n%s", vr)
+	}
+	mr, _ := os.ReadFile(filepath.Join(dir, "mrc", "report.md"))
+	if !strings.Contains(string(mr), "| 64.0 Mbit/s | 64.0 Mbit/s | 0 | ok |") {
+		t.Errorf("variant report lacks the collective's busbw:\n%s", mr)
 	}
 }

@@ -1,10 +1,8 @@
 package scenario
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,11 +18,12 @@ import (
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/run"
 	"github.com/softmrc/softmrc/testbed/topo"
+	"github.com/softmrc/softmrc/testbed/yamlfields"
 )
 
 // Error is a problem in a scenario file: where, which field, what is wrong
 // and what is allowed. It prints as "file:line: field: msg (allowed: ...)".
-type Error = topo.Error
+type Error = yamlfields.Error
 
 // Load reads and validates a scenario file.
 func Load(path string) (*Scenario, error) {
@@ -36,15 +35,16 @@ func Load(path string) (*Scenario, error) {
 }
 
 var (
-	topFields    = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect"}
-	topoFields   = []string{"preset", "file", "links", "nic_pacing"}
-	linkFields   = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer"}
-	flowFields   = []string{"name", "from", "to", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport"}
-	faultFields  = []string{"at", "before_traffic", "target", "op"}
-	randomFields = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
-	expectFields = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault"}
+	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
+	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale"}
+	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
+	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout"}
+	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
+	faultFields   = []string{"at", "before_traffic", "target", "op"}
+	randomFields  = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
+	expectFields  = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault", "value", "of", "values", "variant"}
 	// Tools are the traffic generators a flow may name.
-	Tools = []string{"mrc-write-bw"}
+	Tools = append([]string{"mrc-write-bw"}, Collectives...)
 	// TargetClasses are what random_faults.targets may name besides
 	// target names.
 	TargetClasses = []string{"host-links", "fabric-links", "nic-ports", "t1-switches"}
@@ -53,100 +53,58 @@ var (
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
 
 // Parse decodes and validates a scenario; file names the source in errors
-// and anchors a relative topology file.
+// and anchors a relative topology file, which is read from disk.
 func Parse(file string, data []byte) (*Scenario, error) {
-	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: file, Msg: "empty scenario file", Allowed: strings.Join(topFields, ", ")}
-		}
-		return nil, yamlError(file, err)
-	}
-	p := &parser{file: file}
-	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		line := 0
-		if len(doc.Content) > 0 {
-			line = doc.Content[0].Line
-		}
-		return nil, &Error{File: file, Line: line, Msg: "the file must be a YAML mapping of scenario fields", Allowed: strings.Join(topFields, ", ")}
-	}
-	s := &Scenario{Source: file, Interval: 10 * time.Millisecond}
-	if err := p.top(s, doc.Content[0]); err != nil {
+	return ParseWith(file, data, os.ReadFile)
+}
+
+// ParseWith is Parse reading a topology file with read (given the path
+// joined to file's folder): shipped scenarios read theirs from the binary.
+func ParseWith(file string, data []byte, read func(string) ([]byte, error)) (*Scenario, error) {
+	root, err := yamlfields.Root(file, data, "scenario", topFields)
+	if err != nil {
 		return nil, err
 	}
-	if err := p.validate(s, doc.Content[0]); err != nil {
+	p := &parser{Parser: yamlfields.Parser{File: file}, read: read}
+	s := &Scenario{Source: file, Interval: 10 * time.Millisecond}
+	if err := p.top(s, root); err != nil {
+		return nil, err
+	}
+	if err := p.validate(s, root); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
+// parser reads a scenario file's fields (yamlfields.Parser: file:line:
+// field errors); read reads a topology file it names.
 type parser struct {
-	file string
-}
-
-func (p *parser) err(n *yaml.Node, field, allowed, format string, args ...any) error {
-	return &Error{File: p.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
-}
-
-func (p *parser) mapping(n *yaml.Node, field string, allowed []string, each func(key string, v *yaml.Node) error) error {
-	if n.Kind != yaml.MappingNode {
-		return p.err(n, field, "a mapping of "+strings.Join(allowed, ", "), "expected a mapping, found %s", kindName(n))
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		path := k.Value
-		if field != "" {
-			path = field + "." + k.Value
-		}
-		if !slices.Contains(allowed, k.Value) {
-			return p.err(k, path, strings.Join(allowed, ", "), "unknown field %q", k.Value)
-		}
-		if seen[k.Value] {
-			return p.err(k, path, "", "field given twice")
-		}
-		seen[k.Value] = true
-		if err := each(k.Value, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *parser) list(n *yaml.Node, field string, each func(i int, v *yaml.Node) error) error {
-	if n.Kind != yaml.SequenceNode {
-		return p.err(n, field, "a list", "expected a list, found %s", kindName(n))
-	}
-	for i, v := range n.Content {
-		if err := each(i, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	yamlfields.Parser
+	read func(string) ([]byte, error)
 }
 
 func (p *parser) top(s *Scenario, n *yaml.Node) error {
-	return p.mapping(n, "", topFields, func(k string, v *yaml.Node) error {
+	return p.Mapping(n, "", topFields, func(k string, v *yaml.Node) error {
 		var err error
 		switch k {
 		case "name":
-			if s.Name, err = p.str(v, k); err == nil && !nameRE.MatchString(s.Name) {
-				err = p.err(v, k, "1-40 characters [a-z0-9_-], starting with a letter or digit", "bad name %q", s.Name)
+			if s.Name, err = p.Str(v, k); err == nil && !nameRE.MatchString(s.Name) {
+				err = p.Err(v, k, "1-40 characters [a-z0-9_-], starting with a letter or digit", "bad name %q", s.Name)
 			}
 		case "title":
-			s.Title, err = p.str(v, k)
+			s.Title, err = p.Str(v, k)
 		case "why":
-			s.Why, err = p.str(v, k)
+			s.Why, err = p.Str(v, k)
 		case "topology":
 			err = p.topology(&s.Topology, v)
 		case "traffic":
-			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+			err = p.List(v, k, func(i int, vv *yaml.Node) error {
 				f, err := p.flow(vv, fmt.Sprintf("traffic[%d]", i))
 				s.Traffic = append(s.Traffic, f)
 				return err
 			})
 		case "faults":
-			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+			err = p.List(v, k, func(i int, vv *yaml.Node) error {
 				f, err := p.fault(vv, fmt.Sprintf("faults[%d]", i))
 				s.Faults = append(s.Faults, f)
 				return err
@@ -155,17 +113,24 @@ func (p *parser) top(s *Scenario, n *yaml.Node) error {
 			s.Random = &RandomFaults{Line: v.Line}
 			err = p.random(s.Random, v)
 		case "sampling":
-			err = p.mapping(v, k, []string{"interval"}, func(_ string, vv *yaml.Node) error {
+			err = p.Mapping(v, k, []string{"interval"}, func(_ string, vv *yaml.Node) error {
 				var err error
-				s.Interval, err = p.dur(vv, "sampling.interval", time.Millisecond, time.Second)
+				s.Interval, err = p.Dur(vv, "sampling.interval", time.Millisecond, time.Second)
 				return err
 			})
 		case "duration":
-			s.Duration, err = p.dur(v, k, time.Second, 10*time.Minute)
+			s.Duration, err = p.Dur(v, k, time.Second, 10*time.Minute)
 		case "expect":
-			err = p.list(v, k, func(i int, vv *yaml.Node) error {
+			err = p.List(v, k, func(i int, vv *yaml.Node) error {
 				e, err := p.expect(vv, fmt.Sprintf("expect[%d]", i))
+				e.Index = i
 				s.Expect = append(s.Expect, e)
+				return err
+			})
+		case "variants":
+			err = p.List(v, k, func(i int, vv *yaml.Node) error {
+				x, err := p.variant(vv, fmt.Sprintf("variants[%d]", i))
+				s.Variants = append(s.Variants, x)
 				return err
 			})
 		}
@@ -173,30 +138,78 @@ func (p *parser) top(s *Scenario, n *yaml.Node) error {
 	})
 }
 
+func (p *parser) variant(n *yaml.Node, field string) (Variant, error) {
+	v := Variant{Line: n.Line}
+	err := p.Mapping(n, field, variantFields, func(k string, vv *yaml.Node) error {
+		path := field + "." + k
+		var err error
+		switch k {
+		case "name":
+			if v.Name, err = p.Str(vv, path); err == nil && !nameRE.MatchString(v.Name) {
+				err = p.Err(vv, path, "1-40 characters [a-z0-9_-]", "bad variant name %q", v.Name)
+			}
+		case "topology":
+			v.SetTopology = true
+			err = p.topology(&v.Topology, vv)
+		case "transport":
+			v.Transport, err = p.Enum(vv, path, "mrc", "roce")
+		case "qps":
+			v.QPs, err = p.IntIn(vv, path, 1, 256)
+		case "traffic":
+			err = p.List(vv, path, func(i int, x *yaml.Node) error {
+				s, err := p.Str(x, fmt.Sprintf("%s[%d]", path, i))
+				v.Flows = append(v.Flows, s)
+				return err
+			})
+		case "faults":
+			v.SetFaults = true
+			err = p.List(vv, path, func(i int, x *yaml.Node) error {
+				f, err := p.fault(x, fmt.Sprintf("%s[%d]", path, i))
+				v.Faults = append(v.Faults, f)
+				return err
+			})
+		}
+		return err
+	})
+	if err == nil && v.Name == "" {
+		err = p.Err(n, field+".name", "1-40 characters [a-z0-9_-]", "missing (a variant needs a name: claims refer to VARIANT.FLOW.KEY)")
+	}
+	return v, err
+}
+
 func (p *parser) topology(t *Topology, n *yaml.Node) error {
-	return p.mapping(n, "topology", topoFields, func(k string, v *yaml.Node) error {
+	return p.Mapping(n, "topology", topoFields, func(k string, v *yaml.Node) error {
 		var err error
 		switch k {
 		case "preset":
-			t.Preset, err = p.enum(v, "topology.preset", topo.Presets()...)
+			t.Preset, err = p.Enum(v, "topology.preset", topo.Presets()...)
 		case "file":
-			t.File, err = p.str(v, "topology.file")
+			t.File, err = p.Str(v, "topology.file")
 			if err == nil && !filepath.IsAbs(t.File) {
-				t.File = filepath.Join(filepath.Dir(p.file), t.File)
+				t.File = filepath.Join(filepath.Dir(p.File), t.File)
 			}
+			if err == nil {
+				if t.FileData, err = p.read(t.File); err != nil {
+					return p.Err(v, "topology.file", "a topology file (docs/testbed.md), relative to the scenario file", "%v", err)
+				}
+			}
+		case "dcqcn_scale":
+			var x float64
+			x, err = p.Float(v, "topology.dcqcn_scale", 1, 1e6)
+			t.DCQCNScale = x
 		case "nic_pacing":
 			var r string
-			if r, err = p.str(v, "topology.nic_pacing"); err != nil {
+			if r, err = p.Str(v, "topology.nic_pacing"); err != nil {
 				return err
 			}
 			if t.NICPacingBps, err = topo.ParseRate(r); err != nil || t.NICPacingBps == 0 {
 				if err == nil {
 					err = errors.New("0 would leave the NICs unpaced")
 				}
-				return p.err(v, "topology.nic_pacing", "a rate above 0 such as 53Mbit or 53000000 (bit/s)", "%v", err)
+				return p.Err(v, "topology.nic_pacing", "a rate above 0 such as 53Mbit or 53000000 (bit/s)", "%v", err)
 			}
 		case "links":
-			err = p.mapping(v, "topology.links", []string{"fabric", "host"}, func(kk string, vv *yaml.Node) error {
+			err = p.Mapping(v, "topology.links", []string{"fabric", "host"}, func(kk string, vv *yaml.Node) error {
 				if kk == "fabric" {
 					t.SetFabric = true
 					return p.link(&t.Fabric, vv, "topology.links.fabric")
@@ -210,21 +223,33 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 }
 
 func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
-	return p.mapping(n, field, linkFields, func(k string, v *yaml.Node) error {
+	return p.Mapping(n, field, linkFields, func(k string, v *yaml.Node) error {
 		path := field + "." + k
-		s, err := p.str(v, path)
+		s, err := p.Str(v, path)
 		if err != nil {
 			return err
 		}
+		switch k {
+		case "host_ecn":
+			if l.HostECN, err = p.Bool(v, path); err != nil {
+				return err
+			}
+			return nil
+		case "delay":
+			if l.Delay, err = time.ParseDuration(s); err != nil || l.Delay < 0 || l.Delay > 10*time.Second {
+				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (netem on both veth ends: docs/testbed.md)", "bad delay %q", s)
+			}
+			return nil
+		}
 		if k == "capacity" {
 			if l.CapacityBps, err = topo.ParseRate(s); err != nil {
-				return p.err(v, path, "a rate such as 400Mbit, 100Mbit, 25000000 (bit/s) or 0 for unlimited", "%v", err)
+				return p.Err(v, path, "a rate such as 400Mbit, 100Mbit, 25000000 (bit/s) or 0 for unlimited", "%v", err)
 			}
 			return nil
 		}
 		x, err := topo.ParseBytes(s)
 		if err != nil {
-			return p.err(v, path, "a size such as 64KiB, 1MiB, 9000 (bytes) or 0 for off", "%v", err)
+			return p.Err(v, path, "a size such as 64KiB, 1MiB, 9000 (bytes) or 0 for off", "%v", err)
 		}
 		switch k {
 		case "ecn_threshold":
@@ -240,63 +265,98 @@ func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
 
 func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 	f := Flow{QPs: 1, Size: 32 << 10, Tool: "mrc-write-bw", TxDepth: 16, Line: n.Line}
-	err := p.mapping(n, field, flowFields, func(k string, v *yaml.Node) error {
+	err := p.Mapping(n, field, flowFields, func(k string, v *yaml.Node) error {
 		path := field + "." + k
 		var err error
 		switch k {
 		case "name":
-			if f.Name, err = p.str(v, path); err == nil && !nameRE.MatchString(f.Name) {
-				err = p.err(v, path, "1-40 characters [a-z0-9_-]", "bad flow name %q", f.Name)
+			if f.Name, err = p.Str(v, path); err == nil && !nameRE.MatchString(f.Name) {
+				err = p.Err(v, path, "1-40 characters [a-z0-9_-]", "bad flow name %q", f.Name)
 			}
 		case "from":
 			f.From, err = p.host(v, path)
 		case "to":
 			f.To, err = p.host(v, path)
+		case "hosts":
+			err = p.List(v, path, func(i int, x *yaml.Node) error {
+				h, err := p.host(x, fmt.Sprintf("%s[%d]", path, i))
+				if err == nil && slices.Contains(f.Hosts, h) {
+					err = p.Err(x, fmt.Sprintf("%s[%d]", path, i), "each host once", "host %s twice in the group", h)
+				}
+				f.Hosts = append(f.Hosts, h)
+				return err
+			})
+		case "iters":
+			f.Iters, err = p.IntIn(v, path, 1, 10000)
+		case "check":
+			f.Check, err = p.Bool(v, path)
+		case "timeout":
+			f.Timeout, err = p.Dur(v, path, time.Second, 10*time.Minute)
 		case "qps":
-			f.QPs, err = p.intIn(v, path, 1, 256)
+			f.QPs, err = p.IntIn(v, path, 1, 256)
 		case "size":
 			var s string
-			if s, err = p.str(v, path); err == nil {
+			if s, err = p.Str(v, path); err == nil {
 				x, perr := topo.ParseBytes(s)
 				if perr != nil || x < 1 || x > 1<<30 {
-					err = p.err(v, path, "a message size from 1 B to 1GiB, e.g. 32KiB", "bad size %q", s)
+					err = p.Err(v, path, "a message size from 1 B to 1GiB, e.g. 32KiB", "bad size %q", s)
 				}
 				f.Size = int(x)
 			}
 		case "tool":
-			f.Tool, err = p.enum(v, path, Tools...)
+			f.Tool, err = p.Enum(v, path, Tools...)
 		case "start":
-			f.Start, err = p.dur(v, path, 0, 10*time.Minute)
+			f.Start, err = p.Dur(v, path, 0, 10*time.Minute)
 		case "duration":
-			if f.Duration, err = p.dur(v, path, time.Second, 10*time.Minute); err == nil && f.Duration%time.Second != 0 {
-				err = p.err(v, path, "whole seconds (mrc-write-bw -D takes seconds), e.g. 3s", "%v is not a whole number of seconds", f.Duration)
+			if f.Duration, err = p.Dur(v, path, time.Second, 10*time.Minute); err == nil && f.Duration%time.Second != 0 {
+				err = p.Err(v, path, "whole seconds (mrc-write-bw -D takes seconds), e.g. 3s", "%v is not a whole number of seconds", f.Duration)
 			}
 		case "verify":
-			f.Verify, err = p.boolean(v, path)
+			f.Verify, err = p.Bool(v, path)
 		case "tx_depth":
-			f.TxDepth, err = p.intIn(v, path, 1, 8192)
+			f.TxDepth, err = p.IntIn(v, path, 1, 8192)
 		case "transport":
-			f.Transport, err = p.enum(v, path, "mrc", "roce")
+			f.Transport, err = p.Enum(v, path, "mrc", "roce")
 		case "evs":
-			if f.EVs, err = p.str(v, path); err == nil {
+			if f.EVs, err = p.Str(v, path); err == nil {
 				if _, perr := perf.ParseEVs(f.EVs); perr != nil {
-					err = p.err(v, path, "mrc-write-bw --evs: comma-separated numbers (0x10000000) or PLANE.T1 (0.1)", "%v", perr)
+					err = p.Err(v, path, "mrc-write-bw --evs: comma-separated numbers (0x10000000) or PLANE.T1 (0.1)", "%v", perr)
 				}
 			}
 		}
 		return err
 	})
+	if err == nil && f.IsCollective() {
+		switch {
+		case f.Name == "":
+			return f, p.Err(n, field+".name", "", "missing (a collective needs name, tool and hosts)")
+		case len(f.Hosts) < 2:
+			return f, p.Err(n, field+".hosts", "a list of 2 or more hosts in rank order, e.g. [h0, h2, h1, h3]", "a collective needs a group of at least 2 hosts")
+		case f.From != "" || f.To != "" || f.Duration > 0 || f.Start > 0 || f.Verify || f.EVs != "":
+			return f, p.Err(n, field, "hosts, qps, size, iters, check, transport, timeout", "%s runs on a group: from, to, duration, start, verify and evs are mrc-write-bw's", f.Tool)
+		}
+		if f.Iters == 0 {
+			f.Iters = 5
+		}
+		if f.Timeout == 0 {
+			f.Timeout = 2 * time.Minute
+		}
+		return f, nil
+	}
+	if err == nil && (len(f.Hosts) > 0 || f.Iters > 0 || f.Check || f.Timeout > 0) {
+		return f, p.Err(n, field+".tool", strings.Join(Collectives, " | "), "hosts, iters, check and timeout are for collective tools, not %s", f.Tool)
+	}
 	if err == nil {
 		for _, req := range []struct {
 			set  bool
 			name string
 		}{{f.Name != "", "name"}, {f.From != "", "from"}, {f.To != "", "to"}, {f.Duration > 0, "duration"}} {
 			if !req.set {
-				return f, p.err(n, field+"."+req.name, "", "missing (a flow needs name, from, to and duration)")
+				return f, p.Err(n, field+"."+req.name, "", "missing (a flow needs name, from, to and duration)")
 			}
 		}
 		if f.From == f.To {
-			return f, p.err(n, field+".to", "a host other than from", "flow %s goes from %s to itself", f.Name, f.From)
+			return f, p.Err(n, field+".to", "a host other than from", "flow %s goes from %s to itself", f.Name, f.From)
 		}
 	}
 	return f, err
@@ -305,9 +365,9 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 var hostRE = regexp.MustCompile(`^h[0-9]{1,4}$`)
 
 func (p *parser) host(n *yaml.Node, field string) (string, error) {
-	s, err := p.str(n, field)
+	s, err := p.Str(n, field)
 	if err == nil && !hostRE.MatchString(s) {
-		err = p.err(n, field, "a host name h0, h1, ...", "bad host %q", s)
+		err = p.Err(n, field, "a host name h0, h1, ...", "bad host %q", s)
 	}
 	return s, err
 }
@@ -315,17 +375,17 @@ func (p *parser) host(n *yaml.Node, field string) (string, error) {
 func (p *parser) fault(n *yaml.Node, field string) (Fault, error) {
 	f := Fault{At: -1, Line: n.Line}
 	var atGiven bool
-	err := p.mapping(n, field, faultFields, func(k string, v *yaml.Node) error {
+	err := p.Mapping(n, field, faultFields, func(k string, v *yaml.Node) error {
 		path := field + "." + k
 		var err error
 		switch k {
 		case "at":
-			f.At, err = p.dur(v, path, 0, 10*time.Minute)
+			f.At, err = p.Dur(v, path, 0, 10*time.Minute)
 			atGiven = true
 		case "before_traffic":
-			f.BeforeTraffic, err = p.boolean(v, path)
+			f.BeforeTraffic, err = p.Bool(v, path)
 		case "target":
-			f.Target, err = p.str(v, path)
+			f.Target, err = p.Str(v, path)
 		case "op":
 			f.Op, err = p.op(v, path)
 		}
@@ -333,75 +393,75 @@ func (p *parser) fault(n *yaml.Node, field string) (Fault, error) {
 	})
 	if err == nil && f.BeforeTraffic {
 		if atGiven {
-			return f, p.err(n, field+".at", "at or before_traffic: true, not both", "a fault before the traffic has no time")
+			return f, p.Err(n, field+".at", "at or before_traffic: true, not both", "a fault before the traffic has no time")
 		}
 		f.At = 0
 	}
 	if err == nil {
 		switch {
 		case f.At < 0:
-			err = p.err(n, field+".at", "a duration from the traffic start, e.g. 2.5s, or before_traffic: true", "missing")
+			err = p.Err(n, field+".at", "a duration from the traffic start, e.g. 2.5s, or before_traffic: true", "missing")
 		case f.Target == "":
-			err = p.err(n, field+".target", "a link (h0--p0-t0-0), NIC port (h0:p1), switch port (p0-t0-0:u1) or switch (p0-t1-1)", "missing")
+			err = p.Err(n, field+".target", "a link (h0--p0-t0-0), NIC port (h0:p1), switch port (p0-t0-0:u1) or switch (p0-t1-1)", "missing")
 		case f.Op.Kind == "":
-			err = p.err(n, field+".op", run.OpsHelp, "missing")
+			err = p.Err(n, field+".op", run.OpsHelp, "missing")
 		}
 	}
 	return f, err
 }
 
 func (p *parser) op(n *yaml.Node, field string) (run.Op, error) {
-	s, err := p.str(n, field)
+	s, err := p.Str(n, field)
 	if err != nil {
 		return run.Op{}, err
 	}
 	o, err := run.ParseOp(s)
 	if err != nil {
-		return o, p.err(n, field, run.OpsHelp, "bad op %q", s)
+		return o, p.Err(n, field, run.OpsHelp, "bad op %q", s)
 	}
 	return o, nil
 }
 
 func (p *parser) random(r *RandomFaults, n *yaml.Node) error {
-	err := p.mapping(n, "random_faults", randomFields, func(k string, v *yaml.Node) error {
+	err := p.Mapping(n, "random_faults", randomFields, func(k string, v *yaml.Node) error {
 		path := "random_faults." + k
 		var err error
 		switch k {
 		case "seed":
 			var x int
-			x, err = p.intIn(v, path, 0, math.MaxInt32)
+			x, err = p.IntIn(v, path, 0, math.MaxInt32)
 			r.Seed = int64(x)
 		case "from":
-			r.From, err = p.dur(v, path, 0, 10*time.Minute)
+			r.From, err = p.Dur(v, path, 0, 10*time.Minute)
 		case "until":
-			r.Until, err = p.dur(v, path, 0, 10*time.Minute)
+			r.Until, err = p.Dur(v, path, 0, 10*time.Minute)
 		case "every":
 			var w Window
 			if w, err = p.window(v, path); err == nil {
 				r.MinGap, r.MaxGap = w.From, w.To
 				if r.MinGap < 10*time.Millisecond {
-					err = p.err(v, path, "MIN..MAX with MIN ≥ 10ms, e.g. 100ms..500ms", "gap %v is too short", r.MinGap)
+					err = p.Err(v, path, "MIN..MAX with MIN ≥ 10ms, e.g. 100ms..500ms", "gap %v is too short", r.MinGap)
 				}
 			}
 		case "hold":
-			r.Hold, err = p.dur(v, path, 10*time.Millisecond, time.Minute)
+			r.Hold, err = p.Dur(v, path, 10*time.Millisecond, time.Minute)
 		case "targets":
-			err = p.list(v, path, func(i int, vv *yaml.Node) error {
-				s, err := p.str(vv, fmt.Sprintf("%s[%d]", path, i))
+			err = p.List(v, path, func(i int, vv *yaml.Node) error {
+				s, err := p.Str(vv, fmt.Sprintf("%s[%d]", path, i))
 				r.Targets = append(r.Targets, s)
 				return err
 			})
 		case "ops":
-			err = p.list(v, path, func(i int, vv *yaml.Node) error {
+			err = p.List(v, path, func(i int, vv *yaml.Node) error {
 				o, err := p.op(vv, fmt.Sprintf("%s[%d]", path, i))
 				if err == nil && (o.Kind == "up" || o.Kind == "clear") {
-					err = p.err(vv, fmt.Sprintf("%s[%d]", path, i), "down | blackhole | loss=P | flap=ON/OFF | hang", "%q repairs; random faults are cleared after hold by themselves", o.Kind)
+					err = p.Err(vv, fmt.Sprintf("%s[%d]", path, i), "down | blackhole | loss=P | flap=ON/OFF | hang", "%q repairs; random faults are cleared after hold by themselves", o.Kind)
 				}
 				r.Ops = append(r.Ops, o)
 				return err
 			})
 		case "keep_plane_path":
-			r.KeepPlanePath, err = p.boolean(v, path)
+			r.KeepPlanePath, err = p.Bool(v, path)
 		}
 		return err
 	})
@@ -410,15 +470,15 @@ func (p *parser) random(r *RandomFaults, n *yaml.Node) error {
 	}
 	switch {
 	case r.MaxGap == 0:
-		return p.err(n, "random_faults.every", "MIN..MAX, e.g. 100ms..500ms", "missing")
+		return p.Err(n, "random_faults.every", "MIN..MAX, e.g. 100ms..500ms", "missing")
 	case r.Until <= r.From:
-		return p.err(n, "random_faults.until", "a time after random_faults.from", "until %v is not after from %v", r.Until, r.From)
+		return p.Err(n, "random_faults.until", "a time after random_faults.from", "until %v is not after from %v", r.Until, r.From)
 	case len(r.Targets) == 0:
-		return p.err(n, "random_faults.targets", strings.Join(TargetClasses, ", ")+" or target names", "missing")
+		return p.Err(n, "random_faults.targets", strings.Join(TargetClasses, ", ")+" or target names", "missing")
 	case len(r.Ops) == 0:
-		return p.err(n, "random_faults.ops", "a list of ops, e.g. [down, blackhole]", "missing")
+		return p.Err(n, "random_faults.ops", "a list of ops, e.g. [down, blackhole]", "missing")
 	case r.Hold == 0:
-		return p.err(n, "random_faults.hold", "a duration, e.g. 200ms", "missing")
+		return p.Err(n, "random_faults.hold", "a duration, e.g. 200ms", "missing")
 	}
 	return nil
 }
@@ -426,16 +486,16 @@ func (p *parser) random(r *RandomFaults, n *yaml.Node) error {
 func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 	e := Expect{Line: n.Line, Level: 0.9, At: -1}
 	var setWindow bool
-	err := p.mapping(n, field, expectFields, func(k string, v *yaml.Node) error {
+	err := p.Mapping(n, field, expectFields, func(k string, v *yaml.Node) error {
 		path := field + "." + k
 		var err error
 		switch k {
 		case "claim":
-			e.Claim, err = p.str(v, path)
+			e.Claim, err = p.Str(v, path)
 		case "metric":
-			e.Metric, err = p.enum(v, path, Metrics...)
+			e.Metric, err = p.Enum(v, path, Metrics...)
 		case "series":
-			e.Series, err = p.str(v, path)
+			e.Series, err = p.Str(v, path)
 		case "window":
 			e.Window, err = p.window(v, path)
 			setWindow = true
@@ -450,55 +510,86 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 			}
 			e.Baseline, err = p.window(v, path)
 		case "at":
-			e.At, err = p.dur(v, path, 0, 10*time.Minute)
+			e.At, err = p.Dur(v, path, 0, 10*time.Minute)
 		case "level":
-			e.Level, err = p.float(v, path, 0.01, 1)
+			e.Level, err = p.Float(v, path, 0.01, 1)
 		case "after_fault":
 			var i int
-			i, err = p.intIn(v, path, 0, 1000)
+			i, err = p.IntIn(v, path, 0, 1000)
 			e.AfterFault = &i
 		case "stat":
 			var st string
-			st, err = p.enum(v, path, "mean", "median")
+			st, err = p.Enum(v, path, "mean", "median")
 			e.Median = st == "median"
 		case "want":
-			e.Want, err = p.num(v, path)
+			e.Want, err = p.Num(v, path, "a number, e.g. 0.96 (ratios) or 300 (ms)")
 		case "tolerance":
-			e.Tolerance, err = p.num(v, path)
+			e.Tolerance, err = p.Num(v, path, "a number, e.g. 0.96 (ratios) or 300 (ms)")
 		case "min":
-			e.Min, err = p.num(v, path)
+			e.Min, err = p.Num(v, path, "a number, e.g. 0.96 (ratios) or 300 (ms)")
 		case "max":
-			e.Max, err = p.num(v, path)
+			e.Max, err = p.Num(v, path, "a number, e.g. 0.96 (ratios) or 300 (ms)")
+		case "value":
+			e.Value, err = p.Str(v, path)
+		case "of":
+			e.Of, err = p.Str(v, path)
+		case "values":
+			err = p.List(v, path, func(i int, x *yaml.Node) error {
+				s, err := p.Str(x, fmt.Sprintf("%s[%d]", path, i))
+				e.Values = append(e.Values, s)
+				return err
+			})
+		case "variant":
+			e.Variant, err = p.Str(v, path)
 		}
 		return err
 	})
 	if err != nil {
 		return e, err
 	}
+	switch {
+	case e.Metric == MetricValue && e.Value == "":
+		return e, p.Err(n, field+".value", "[VARIANT.]FLOW.KEY, KEY one of "+strings.Join(Keys, ", "), "missing for metric value")
+	case e.Metric == MetricJain && len(e.Values) < 2:
+		return e, p.Err(n, field+".values", "a list of 2 or more [VARIANT.]FLOW.KEY, e.g. [incast.i0.rate, incast.i1.rate]", "metric jain needs at least 2 values")
+	case e.Metric != MetricValue && (e.Value != "" || e.Of != ""):
+		return e, p.Err(n, field+".value", "value and of with metric value", "value/of given for metric %s", e.Metric)
+	case e.Metric != MetricJain && len(e.Values) > 0:
+		return e, p.Err(n, field+".values", "values with metric jain", "values given for metric %s", e.Metric)
+	case e.CrossRun():
+		if e.Want == nil && e.Min == nil && e.Max == nil {
+			return e, p.Err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
+		}
+		return e, nil
+	}
 	miss := func(f, allowed string) error {
-		return p.err(n, field+"."+f, allowed, "missing for metric %s", e.Metric)
+		return p.Err(n, field+"."+f, allowed, "missing for metric %s", e.Metric)
 	}
 	switch {
 	case e.Claim == "":
-		return e, p.err(n, field+".claim", "the sentence the expectation checks", "missing")
+		return e, p.Err(n, field+".claim", "the sentence the expectation checks", "missing")
 	case e.Metric == "":
-		return e, p.err(n, field+".metric", strings.Join(Metrics, " | "), "missing")
+		return e, p.Err(n, field+".metric", strings.Join(Metrics, " | "), "missing")
 	case e.Tolerance != nil && e.Want == nil:
-		return e, p.err(n, field+".tolerance", "tolerance together with want", "tolerance without want")
+		return e, p.Err(n, field+".tolerance", "tolerance together with want", "tolerance without want")
 	case e.Want == nil && e.Min == nil && e.Max == nil:
-		return e, p.err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
+		return e, p.Err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
 	case e.Metric != MetricToolErrors && e.Series == "":
 		return e, miss("series", "a series name, e.g. rx:h3 (docs/lab.md)")
-	case e.Metric != MetricToolErrors && !setWindow:
+	case e.Metric == MetricImbalance && !strings.HasPrefix(e.Series, "uplinks:"):
+		return e, p.Err(n, field+".series", "uplinks:SWITCH (a T0's fabric ports), e.g. uplinks:p0-t0-0", "metric imbalance compares a switch's uplinks, not series %q", e.Series)
+	case e.Metric != MetricImbalance && strings.HasPrefix(e.Series, "uplinks:"):
+		return e, p.Err(n, field+".series", "a rate series ("+SeriesHelp+")", "%q is only for metric %s", e.Series, MetricImbalance)
+	case e.Metric != MetricToolErrors && e.Metric != MetricImbalance && !setWindow:
 		return e, miss("window", "FROM..TO, e.g. 1s..2.5s")
 	case (e.Metric == MetricRatio || e.Metric == MetricDip) && !e.BaselineCapacity && e.Baseline.To == 0:
 		return e, miss("baseline", "FROM..TO (a reference window of the same series), capacity, or capacity of SERIES")
 	case e.Metric == MetricRecovery && e.At < 0 && e.AfterFault == nil:
 		return e, miss("at", "the fault time recovery is measured from, e.g. 2s, or after_fault: N")
 	case e.Metric == MetricQPLossBound && !strings.HasPrefix(e.Series, "qp:"):
-		return e, p.err(n, field+".series", "qp:HOST (the QPs of a sending host)", "metric %s counts per QP, not series %q", e.Metric, e.Series)
+		return e, p.Err(n, field+".series", "qp:HOST (the QPs of a sending host)", "metric %s counts per QP, not series %q", e.Metric, e.Series)
 	case e.Metric != MetricQPLossBound && strings.HasPrefix(e.Series, "qp:"):
-		return e, p.err(n, field+".series", "a rate series ("+SeriesHelp+")", "%q is only for metric %s", e.Series, MetricQPLossBound)
+		return e, p.Err(n, field+".series", "a rate series ("+SeriesHelp+")", "%q is only for metric %s", e.Series, MetricQPLossBound)
 	}
 	if e.At < 0 {
 		e.At = 0 // with after_fault: from the moment the fault took effect
@@ -518,10 +609,122 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		return root.Line
 	}
 	bad := func(l int, field, allowed, format string, args ...any) error {
-		return &Error{File: p.file, Line: l, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
+		return &Error{File: p.File, Line: l, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
 	}
 	if s.Name == "" {
 		return bad(root.Line, "name", "1-40 characters [a-z0-9_-]", "missing")
+	}
+	if len(s.Variants) == 0 {
+		for i, e := range s.Expect {
+			if e.Variant != "" {
+				return bad(e.Line, fmt.Sprintf("expect[%d].variant", i), "variant only in a scenario with variants", "this scenario has no variants")
+			}
+		}
+		if err := p.validateRun(s, line); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for i, v := range s.Variants {
+		if seen[v.Name] {
+			return bad(v.Line, fmt.Sprintf("variants[%d].name", i), "unique variant names", "variant %q given twice", v.Name)
+		}
+		seen[v.Name] = true
+		for j, fl := range v.Flows {
+			if !slices.ContainsFunc(s.Traffic, func(f Flow) bool { return f.Name == fl }) {
+				return bad(v.Line, fmt.Sprintf("variants[%d].traffic[%d]", i, j), "names of flows in traffic", "no flow %q", fl)
+			}
+		}
+		vline := func(key string) int {
+			if (key == "topology" && v.SetTopology) || (key == "faults" && v.SetFaults) || key == "traffic" {
+				return v.Line
+			}
+			return line(key)
+		}
+		if err := p.validateRun(s.Apply(v), vline); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Msg = fmt.Sprintf("variant %s: %s", v.Name, e.Msg)
+			}
+			return err
+		}
+	}
+	for i, e := range s.Expect {
+		field := fmt.Sprintf("expect[%d]", i)
+		if len(s.Variants) > 0 && !e.CrossRun() && s.Variant(e.Variant) == nil {
+			return bad(e.Line, field+".variant", "the name of a variant: "+variantNames(s), "metric %s checks one run: say which variant (%q is none)", e.Metric, e.Variant)
+		}
+		if e.Variant != "" && s.Variant(e.Variant) == nil {
+			return bad(e.Line, field+".variant", "the name of a variant: "+variantNames(s), "no variant %q", e.Variant)
+		}
+		names := e.Values
+		if e.Metric == MetricValue {
+			names = []string{e.Value}
+			if e.Of != "" {
+				names = append(names, e.Of)
+			}
+		}
+		for _, n := range names {
+			if _, _, _, err := s.ResolveValue(e.Variant, n); err != nil {
+				return bad(e.Line, field, "[VARIANT.]FLOW.KEY with KEY "+strings.Join(Keys, ", ")+" (rate for mrc-write-bw; busbw, algbw, wrong for collectives)", "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+func variantNames(s *Scenario) string {
+	var n []string
+	for _, v := range s.Variants {
+		n = append(n, v.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// ResolveValue splits a value name ([VARIANT.]FLOW.KEY; VARIANT defaults to
+// variant) and checks that the variant runs that flow and the flow has
+// that key. It returns the full name VARIANT.FLOW.KEY (FLOW.KEY without
+// variants).
+func (s *Scenario) ResolveValue(variant, name string) (full, flow, key string, err error) {
+	parts := strings.Split(name, ".")
+	if len(parts) == 2 && variant != "" {
+		parts = append([]string{variant}, parts...)
+	}
+	run := s
+	switch {
+	case len(s.Variants) == 0 && len(parts) == 2:
+	case len(s.Variants) > 0 && len(parts) == 3:
+		v := s.Variant(parts[0])
+		if v == nil {
+			return "", "", "", fmt.Errorf("value %q: no variant %q (%s)", name, parts[0], variantNames(s))
+		}
+		run = s.Apply(*v)
+	case len(s.Variants) > 0:
+		return "", "", "", fmt.Errorf("value %q: want VARIANT.FLOW.KEY (or FLOW.KEY with variant: set)", name)
+	default:
+		return "", "", "", fmt.Errorf("value %q: want FLOW.KEY (this scenario has no variants)", name)
+	}
+	flow, key = parts[len(parts)-2], parts[len(parts)-1]
+	i := slices.IndexFunc(run.Traffic, func(f Flow) bool { return f.Name == flow })
+	if i < 0 {
+		return "", "", "", fmt.Errorf("value %q: the run has no flow %q", name, flow)
+	}
+	want := []string{"rate"}
+	if run.Traffic[i].IsCollective() {
+		want = []string{"busbw", "algbw", "wrong"}
+	}
+	if !slices.Contains(want, key) {
+		return "", "", "", fmt.Errorf("value %q: flow %s (%s) has %s, not %q", name, flow, run.Traffic[i].Tool, strings.Join(want, ", "), key)
+	}
+	return strings.Join(parts, "."), flow, key, nil
+}
+
+// validateRun checks one run's scenario (the scenario itself, or one of
+// its variants): hosts and targets exist in its topology, faults and
+// windows fall inside the run.
+func (p *parser) validateRun(s *Scenario, line func(string) int) error {
+	bad := func(l int, field, allowed, format string, args ...any) error {
+		return &Error{File: p.File, Line: l, Field: field, Msg: fmt.Sprintf(format, args...), Allowed: allowed}
 	}
 	t := s.Topology
 	switch {
@@ -543,7 +746,10 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 	}
 	names := map[string]bool{}
 	for i, f := range s.Traffic {
-		for _, h := range []string{f.From, f.To} {
+		for _, h := range append([]string{f.From, f.To}, f.Hosts...) {
+			if h == "" {
+				continue
+			}
 			if pl.Host(h) == nil {
 				return bad(f.Line, fmt.Sprintf("traffic[%d]", i), fmt.Sprintf("h0 .. h%d", len(pl.Hosts)-1), "host %s is not in the topology", h)
 			}
@@ -558,7 +764,10 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		if !TargetExists(pl, f.Target) {
 			return bad(f.Line, fmt.Sprintf("faults[%d].target", i), targetHelp(pl), "unknown target %q", f.Target)
 		}
-		if f.At >= end {
+		if f.At >= end && !f.BeforeTraffic {
+			if end == 0 {
+				return bad(f.Line, fmt.Sprintf("faults[%d].at", i), "before_traffic: true, or a scenario duration", "collectives alone have no planned end, so a timed fault may never apply")
+			}
 			return bad(f.Line, fmt.Sprintf("faults[%d].at", i), fmt.Sprintf("a time before the end of the traffic (%v)", end), "%v is after the run", f.At)
 		}
 	}
@@ -572,7 +781,8 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 			return bad(r.Line, "random_faults.until", fmt.Sprintf("at most the end of the traffic (%v)", end), "%v is after the run", r.Until)
 		}
 	}
-	for i, e := range s.Expect {
+	for _, e := range s.Expect {
+		i := e.Index
 		win := e.Window
 		if e.AfterFault != nil {
 			if *e.AfterFault >= len(s.Faults) {
@@ -607,7 +817,7 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 }
 
 // SeriesHelp says which series names exist.
-const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), fabric:HOST and fabric:HOST:pP (bit/s the T1s deliver to the host's T0s), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound)"
+const SeriesHelp = "rx:HOST (bit/s arriving at a host, all planes), rx:HOST:pP (one plane), fabric:HOST and fabric:HOST:pP (bit/s the T1s deliver to the host's T0s), tx:SWITCH:PORT (a switch port's egress), goodput:HOST (payload bit/s acknowledged to a sending host's QPs), qp:HOST (the per-QP counters of a sending host, metric qp_loss_bound), uplinks:T0 or uplinks:t0 (a T0's fabric ports, or every T0's; metric imbalance)"
 
 // CheckSeries checks a series name against a plan.
 func CheckSeries(pl *plan.Plan, name string) error {
@@ -630,6 +840,12 @@ func CheckSeries(pl *plan.Plan, name string) error {
 			return fmt.Errorf("series %q: no host %s", name, parts[1])
 		}
 		return nil
+	case len(parts) == 2 && parts[0] == "uplinks":
+		_, err := UplinkSets(pl, parts[1])
+		if err != nil {
+			return fmt.Errorf("series %q: %v", name, err)
+		}
+		return nil
 	case len(parts) == 3 && parts[0] == "tx":
 		sw := pl.Switch(parts[1])
 		if sw == nil || sw.Port(parts[2]) == nil {
@@ -638,6 +854,41 @@ func CheckSeries(pl *plan.Plan, name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown series %q", name)
+}
+
+// Uplinks are the tx series of a switch's fabric ports.
+func Uplinks(sw *plan.Switch) []string {
+	var out []string
+	for _, pt := range sw.Ports {
+		if pt.Role == "fabric" {
+			out = append(out, "tx:"+sw.Name+":"+pt.Ifname)
+		}
+	}
+	return out
+}
+
+// UplinkSets resolves the group of series uplinks:WHICH: WHICH a T0's
+// name (one set: its uplinks) or "t0" (one set per T0 of the plan).
+func UplinkSets(pl *plan.Plan, which string) ([][]string, error) {
+	var sws []*plan.Switch
+	for i := range pl.Switches {
+		sw := &pl.Switches[i]
+		if sw.Role == plan.KindT0 && (which == "t0" || which == sw.Name) {
+			sws = append(sws, sw)
+		}
+	}
+	if len(sws) == 0 {
+		return nil, fmt.Errorf("no T0 switch %s (uplinks:t0 or uplinks:T0, e.g. uplinks:%s)", which, pl.Switches[0].Name)
+	}
+	var out [][]string
+	for _, sw := range sws {
+		u := Uplinks(sw)
+		if len(u) < 2 {
+			return nil, fmt.Errorf("%s has %d fabric port(s); imbalance needs 2 or more", sw.Name, len(u))
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // TargetExists says whether a fault target names something in the plan.
@@ -672,9 +923,12 @@ func targetHelp(pl *plan.Plan) string {
 func (t Topology) Resolve() (*topo.Topology, error) {
 	var tp *topo.Topology
 	var err error
-	if t.Preset != "" {
+	switch {
+	case t.Preset != "":
 		tp, err = topo.Preset(t.Preset)
-	} else {
+	case t.FileData != nil:
+		tp, err = topo.Parse(t.File, t.FileData)
+	default:
 		tp, err = topo.Load(t.File)
 	}
 	if err != nil {
@@ -690,66 +944,9 @@ func (t Topology) Resolve() (*topo.Topology, error) {
 	return tp, tp.Validate()
 }
 
-func (p *parser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode {
-		return "", p.err(n, field, "a scalar", "expected a scalar, found %s", kindName(n))
-	}
-	return n.Value, nil
-}
-
-func (p *parser) intIn(n *yaml.Node, field string, lo, hi int) (int, error) {
-	allowed := fmt.Sprintf("an integer from %d to %d", lo, hi)
-	if n.Kind != yaml.ScalarNode {
-		return 0, p.err(n, field, allowed, "expected an integer, found %s", kindName(n))
-	}
-	x, err := strconv.Atoi(n.Value)
-	if err != nil {
-		return 0, p.err(n, field, allowed, "%q is not an integer", n.Value)
-	}
-	if x < lo || x > hi {
-		return 0, p.err(n, field, allowed, "%d is out of range", x)
-	}
-	return x, nil
-}
-
-func (p *parser) float(n *yaml.Node, field string, lo, hi float64) (float64, error) {
-	allowed := fmt.Sprintf("a number from %g to %g", lo, hi)
-	x, err := strconv.ParseFloat(n.Value, 64)
-	if n.Kind != yaml.ScalarNode || err != nil {
-		return 0, p.err(n, field, allowed, "%s is not a number", kindName(n))
-	}
-	if x < lo || x > hi {
-		return 0, p.err(n, field, allowed, "%g is out of range", x)
-	}
-	return x, nil
-}
-
-func (p *parser) num(n *yaml.Node, field string) (*float64, error) {
-	x, err := strconv.ParseFloat(n.Value, 64)
-	if n.Kind != yaml.ScalarNode || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		return nil, p.err(n, field, "a number, e.g. 0.96 (ratios) or 300 (ms)", "%s is not a number", kindName(n))
-	}
-	return &x, nil
-}
-
-func (p *parser) dur(n *yaml.Node, field string, lo, hi time.Duration) (time.Duration, error) {
-	allowed := fmt.Sprintf("a duration from %v to %v, e.g. 2.5s, 10ms", lo, hi)
-	if n.Kind != yaml.ScalarNode {
-		return 0, p.err(n, field, allowed, "expected a duration, found %s", kindName(n))
-	}
-	d, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return 0, p.err(n, field, allowed, "bad duration %q", n.Value)
-	}
-	if d < lo || d > hi {
-		return 0, p.err(n, field, allowed, "%v is out of range", d)
-	}
-	return d, nil
-}
-
 func (p *parser) window(n *yaml.Node, field string) (Window, error) {
 	const allowed = "FROM..TO with durations, FROM < TO, e.g. 1s..2.5s"
-	s, err := p.str(n, field)
+	s, err := p.Str(n, field)
 	if err != nil {
 		return Window{}, err
 	}
@@ -757,50 +954,7 @@ func (p *parser) window(n *yaml.Node, field string) (Window, error) {
 	from, err1 := time.ParseDuration(strings.TrimSpace(a))
 	to, err2 := time.ParseDuration(strings.TrimSpace(b))
 	if !ok || err1 != nil || err2 != nil || from < 0 || to <= from {
-		return Window{}, p.err(n, field, allowed, "bad window %q", s)
+		return Window{}, p.Err(n, field, allowed, "bad window %q", s)
 	}
 	return Window{From: from, To: to}, nil
-}
-
-func (p *parser) enum(n *yaml.Node, field string, vals ...string) (string, error) {
-	s, err := p.str(n, field)
-	if err != nil {
-		return "", err
-	}
-	if !slices.Contains(vals, s) {
-		return "", p.err(n, field, strings.Join(vals, " | "), "unknown value %q", s)
-	}
-	return s, nil
-}
-
-func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
-		return false, p.err(n, field, "true | false", "%q is not a boolean", n.Value)
-	}
-	return b, nil
-}
-
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-func yamlError(file string, err error) error {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: line, Msg: "YAML syntax: " + m[2]}
-	}
-	return &Error{File: file, Msg: "YAML syntax: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
 }

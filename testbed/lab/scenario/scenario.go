@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,75 @@ type Scenario struct {
 	// by default the end of the last flow.
 	Duration time.Duration
 	Expect   []Expect
+	// Variants, when given, make the scenario several full runs (each on
+	// a fresh testbed), one per variant, whose measured values claims can
+	// compare (metric value with `of`, metric jain): S7 compares MRC with
+	// RoCE on their own fabrics, S8 a victim flow alone and under incast.
+	Variants []Variant
+}
+
+// Variant is one run of a scenario with variants: the scenario with some
+// sections replaced.
+type Variant struct {
+	Name string
+	// Topology, when SetTopology, replaces the scenario's topology.
+	Topology    Topology
+	SetTopology bool
+	// Transport and QPs, when set, replace every flow's.
+	Transport string
+	QPs       int
+	// Flows, when given, keeps only the flows of these names.
+	Flows []string
+	// Faults, when SetFaults, replace the scenario's fault list.
+	Faults    []Fault
+	SetFaults bool
+	Line      int
+}
+
+// Apply is the scenario a variant runs: s with the variant's sections
+// replaced and only the expectations that name this variant (series and
+// tool metrics, which are per run). Its name is s's plus the variant's.
+func (s *Scenario) Apply(v Variant) *Scenario {
+	c := *s
+	c.Name = s.Name + "-" + v.Name
+	c.Variants = nil
+	if v.SetTopology {
+		c.Topology = v.Topology
+	}
+	if v.SetFaults {
+		c.Faults = v.Faults
+	}
+	c.Traffic = nil
+	for _, f := range s.Traffic {
+		if len(v.Flows) > 0 && !slices.Contains(v.Flows, f.Name) {
+			continue
+		}
+		if v.Transport != "" {
+			f.Transport = v.Transport
+		}
+		if v.QPs > 0 {
+			f.QPs = v.QPs
+		}
+		c.Traffic = append(c.Traffic, f)
+	}
+	c.Expect = nil
+	for _, e := range s.Expect {
+		if e.Variant == v.Name && !e.CrossRun() {
+			e.Variant = ""
+			c.Expect = append(c.Expect, e)
+		}
+	}
+	return &c
+}
+
+// Variant returns the variant of that name (nil: none).
+func (s *Scenario) Variant(name string) *Variant {
+	for i := range s.Variants {
+		if s.Variants[i].Name == name {
+			return &s.Variants[i]
+		}
+	}
+	return nil
 }
 
 // Topology names the testbed: a preset or a topology file, plus link models
@@ -38,6 +108,13 @@ type Scenario struct {
 type Topology struct {
 	Preset string
 	File   string // relative paths are relative to the scenario file
+	// FileData is File's content, read when the scenario was parsed (from
+	// the binary for a shipped scenario's topology file).
+	FileData []byte
+	// DCQCNScale, when not 0, is every NIC's roce.dcqcn_scale: DCQCN's
+	// periods × k and rates / k, so that it reacts to an emulated link k
+	// times slower than 100 Gb/s as it would at 100 Gb/s (docs/roce.md).
+	DCQCNScale float64
 	// Fabric and Host, when set (Set*), replace the topology's link models.
 	Fabric, Host       topo.LinkSpec
 	SetFabric, SetHost bool
@@ -46,10 +123,22 @@ type Topology struct {
 	NICPacingBps uint64
 }
 
-// Flow is one mrc-write-bw client/server pair.
+// Collective tools: a flow naming one runs it on every host of Hosts at
+// once (rank i on Hosts[i]) instead of a client/server pair.
+var Collectives = []string{"mrc-allreduce-perf", "mrc-alltoall-perf"}
+
+// Flow is one mrc-write-bw client/server pair, or one collective group.
 type Flow struct {
 	Name     string
-	From, To string // host names, e.g. h0
+	From, To string // host names, e.g. h0 (mrc-write-bw)
+	// Hosts is a collective's group in rank order (mrc-allreduce-perf,
+	// mrc-alltoall-perf). Collectives run one after another, in file
+	// order: their length is set by Iters, not by a duration.
+	Hosts []string
+	// Iters is the collectives' -n (timed iterations, after one warm-up),
+	// Check their -c 1 (every element checked).
+	Iters    int
+	Check    bool
 	QPs      int
 	Size     int // message size in bytes
 	Tool     string
@@ -67,8 +156,13 @@ type Flow struct {
 	// Transport is mrc-write-bw --transport for both ends: "mrc" or "roce"
 	// (the RoCEv2 RC baseline, docs/roce.md); "" is the tool's default, mrc.
 	Transport string
-	Line      int
+	// Timeout bounds a collective (its --timeout).
+	Timeout time.Duration
+	Line    int
 }
+
+// IsCollective says whether the flow runs a collective tool on a group.
+func (f *Flow) IsCollective() bool { return slices.Contains(Collectives, f.Tool) }
 
 // Fault is one timeline entry.
 type Fault struct {
@@ -119,10 +213,36 @@ const (
 	// packets it had unacknowledged on its EVs when they were declared
 	// ASSUMED_BAD (inflight_at_bad), both counted over Window (S9).
 	MetricQPLossBound = "qp_loss_bound"
+	// MetricValue is a flow's measured value (Value: [VARIANT.]FLOW.KEY,
+	// Keys), or its ratio to another (Of): the result of a tool run, not
+	// a sampled series. With variants it compares runs (S7: MRC 1 QP
+	// busbw over RoCE 16 QPs busbw).
+	MetricValue = "value"
+	// MetricJain is Jain's fairness index (Σx)² / (n·Σx²) of Values: 1
+	// when every flow got the same, 1/n when one got everything (S8).
+	MetricJain = "jain"
+	// MetricImbalance is, for series uplinks:SWITCH (a T0's fabric ports),
+	// the busiest port's mean rate over the ports' mean rate: 1 when the
+	// traffic spread evenly, N when one of N uplinks carried it all (ECMP
+	// collisions of RoCE's pinned QPs, S7). Its window defaults to the
+	// whole run.
+	MetricImbalance = "imbalance"
 )
 
 // Metrics lists the metric names.
-var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors, MetricQPLossBound}
+var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors, MetricQPLossBound, MetricValue, MetricJain, MetricImbalance}
+
+// Keys are the measured values of a flow (metric value and jain):
+// rate is mrc-write-bw's average goodput in Mbit/s (0 when the flow
+// failed); busbw and algbw are a collective's average over its rows, in
+// Mbit/s (nccl-tests' GB/s × 8000; not measured when the run failed);
+// wrong is its #wrong summed over the rows (-c 1).
+var Keys = []string{"rate", "busbw", "algbw", "wrong"}
+
+// CrossRun says whether the expectation reads measured values (value,
+// jain) rather than one run's series: with variants it is evaluated once
+// over every variant's values.
+func (e *Expect) CrossRun() bool { return e.Metric == MetricValue || e.Metric == MetricJain }
 
 // Window is a time range relative to the start of the traffic.
 type Window struct{ From, To time.Duration }
@@ -161,7 +281,17 @@ type Expect struct {
 	// Want ± Tolerance, or Min / Max bounds (nil when not set).
 	Want, Tolerance *float64
 	Min, Max        *float64
-	Line            int
+	// Value and Of are metric value's names ([VARIANT.]FLOW.KEY); Values
+	// metric jain's. With Variant set they may leave the variant out.
+	Value, Of string
+	Values    []string
+	// Variant is the run a per-run expectation (series, tool_errors)
+	// checks in a scenario with variants.
+	Variant string
+	// Index is the expectation's place in the file's expect list (in
+	// errors about a variant's run, whose list holds only its own).
+	Index int
+	Line  int
 }
 
 // Bounds says what passes, e.g. "0.75 ± 0.03", "≥ 0.96".
@@ -190,6 +320,9 @@ func (s *Scenario) End() time.Duration {
 	}
 	var end time.Duration
 	for _, f := range s.Traffic {
+		if f.IsCollective() {
+			continue // as long as its iterations take: the run's end is measured
+		}
 		end = max(end, f.Start+f.Duration)
 	}
 	return end
@@ -200,7 +333,10 @@ func (s *Scenario) Hosts() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, f := range s.Traffic {
-		for _, h := range []string{f.From, f.To} {
+		for _, h := range append([]string{f.From, f.To}, f.Hosts...) {
+			if h == "" {
+				continue
+			}
 			if !seen[h] {
 				seen[h] = true
 				out = append(out, h)

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty", "", "x.yaml: empty scenario file (allowed: name, title"},
 		{"not a mapping", "- a\n- b\n", "x.yaml:1: the file must be a YAML mapping"},
 		{"syntax", "name: [\n", "x.yaml:1: YAML syntax:"},
-		{"unknown field", rep("title: a test", "titel: a test"), `x.yaml:2: titel: unknown field "titel" (allowed: name, title, why, topology, traffic, faults, random_faults, sampling, duration, expect)`},
+		{"unknown field", rep("title: a test", "titel: a test"), `x.yaml:2: titel: unknown field "titel" (allowed: name, title, why, topology, traffic, faults, random_faults, sampling, duration, expect, variants)`},
 		{"twice", rep("title: a test", "title: a\ntitle: b"), "x.yaml:3: title: field given twice"},
 		{"bad name", rep("name: t1", "name: T 1"), `x.yaml:1: name: bad name "T 1" (allowed: 1-40 characters`},
 		{"no name", rep("name: t1\n", ""), "x.yaml:1: name: missing"},
@@ -105,7 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{"flow fractional duration", rep("duration: 3s", "duration: 2.5s"), "x.yaml:8: traffic[0].duration: 2.5s is not a whole number of seconds (allowed: whole seconds"},
 		{"flow no duration", rep(", duration: 3s", ""), "x.yaml:8: traffic[0].duration: missing"},
 		{"flow tx_depth", rep("qps: 2,", "qps: 2, tx_depth: 0,"), "x.yaml:8: traffic[0].tx_depth: 0 is out of range (allowed: an integer from 1 to 8192)"},
-		{"flow tool", rep("qps: 2,", "tool: ib_write_bw, qps: 2,"), `x.yaml:8: traffic[0].tool: unknown value "ib_write_bw" (allowed: mrc-write-bw)`},
+		{"flow tool", rep("qps: 2,", "tool: ib_write_bw, qps: 2,"), `x.yaml:8: traffic[0].tool: unknown value "ib_write_bw" (allowed: mrc-write-bw | mrc-allreduce-perf | mrc-alltoall-perf)`},
 		{"fault op", rep("op: down", "op: explode"), `x.yaml:10: faults[0].op: bad op "explode" (allowed: down | up | blackhole`},
 		{"fault loss", rep("op: down", "op: loss=200%"), `x.yaml:10: faults[0].op: bad op "loss=200%"`},
 		{"fault target", rep("target: h0:p1, op: down", "target: h0:p7, op: down"), `x.yaml:10: faults[0].target: unknown target "h0:p7" (allowed: a link (e.g. h0--p0-t0-0)`},
@@ -113,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"fault no at", rep("at: 2s, ", ""), "x.yaml:11: faults[1].at: missing"},
 		{"fault bad at", rep("at: 2s", "at: soon"), `x.yaml:11: faults[1].at: bad duration "soon"`},
 		{"interval", rep("interval: 20ms", "interval: 100us"), "x.yaml:12: sampling.interval: 100µs is out of range (allowed: a duration from 1ms to 1s"},
-		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors | qp_loss_bound)`},
+		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors | qp_loss_bound | value | jain | imbalance)`},
 		{"no bound", rep(", want: 0.5, tolerance: 0.05", ""), "x.yaml:14: expect[0]: no bound: say what passes (allowed: want (+ tolerance), min or max)"},
 		{"tolerance alone", rep("want: 0.5, ", ""), "x.yaml:14: expect[0].tolerance: tolerance without want"},
 		{"no baseline", rep(", baseline: 0.2s..0.9s", ""), "x.yaml:14: expect[0].baseline: missing for metric ratio"},
@@ -132,6 +133,19 @@ func TestParseErrors(t *testing.T) {
 		{"random op clear", strings.Replace(good, "[blackhole, loss=5%]", "[clear]", 1), `x.yaml:19: random_faults.ops[0]: "clear" repairs`},
 		{"random until", strings.Replace(good, "until: 2.5s", "until: 0.2s", 1), "x.yaml:13: random_faults.until: until 200ms is not after from 500ms"},
 		{"random no hold", strings.Replace(good, "  hold: 200ms\n", "", 1), "x.yaml:13: random_faults.hold: missing"},
+		{"host_ecn not bool", rep("buffer: 256KiB}", "buffer: 256KiB, host_ecn: maybe}"), `x.yaml:6: topology.links.host.host_ecn: "maybe" is not a boolean`},
+		{"host_ecn without threshold", rep("buffer: 256KiB}", "buffer: 256KiB, host_ecn: true}"), "x.yaml:3: topology: "},
+		{"bad delay", rep("buffer: 256KiB}", "buffer: 256KiB, delay: forever}"), `x.yaml:6: topology.links.host.delay: bad delay "forever"`},
+		{"dcqcn_scale", rep("preset: clos-2p\n", "preset: clos-2p\n  dcqcn_scale: 0.5\n"), "x.yaml:5: topology.dcqcn_scale: 0.5 is out of range (allowed: a number from 1 to 1e+06)"},
+		{"topology file missing", rep("preset: clos-2p", "file: nowhere.yaml"), "x.yaml:4: topology.file: open nowhere.yaml: no such file"},
+		{"variant without variants", rep("max: 0}", "max: 0, variant: a}"), "x.yaml:17: expect[3].variant: this scenario has no variants"},
+		{"value without value", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, min: 1}"), "x.yaml:17: expect[3].value: missing for metric value"},
+		{"value of unknown flow", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, value: b.rate, min: 1}"), `x.yaml:17: expect[3]: value "b.rate": the run has no flow "b"`},
+		{"value bad key", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, value: a.busbw, min: 1}"), `x.yaml:17: expect[3]: value "a.busbw": flow a (mrc-write-bw) has rate, not "busbw"`},
+		{"value with variant prefix", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, value: v.a.rate, min: 1}"), `value "v.a.rate": want FLOW.KEY (this scenario has no variants)`},
+		{"jain of one", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, values: [a.rate], min: 0.9}"), "x.yaml:17: expect[3].values: metric jain needs at least 2 values"},
+		{"values on a ratio", rep("want: 0.5, tolerance: 0.05}", "want: 0.5, tolerance: 0.05, values: [a.rate, a.rate]}"), "x.yaml:14: expect[0].values: values given for metric ratio"},
+		{"hosts on mrc-write-bw", rep("qps: 2,", "hosts: [h0, h1], qps: 2,"), "x.yaml:8: traffic[0].tool: hosts, iters, check and timeout are for collective tools, not mrc-write-bw"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,4 +257,117 @@ func mustPlan(t *testing.T, s *Scenario) *plan.Plan {
 		t.Fatal(err)
 	}
 	return pl
+}
+
+// The S7/S8 format: collectives, a topology file next to the scenario,
+// variants, and claims on measured values.
+const variantsFile = `name: v
+topology:
+  file: topo/one.yaml
+  dcqcn_scale: 1000
+traffic:
+  - {name: ar, tool: mrc-allreduce-perf, hosts: [h0, h2, h1, h3], size: 2MiB, iters: 3, check: true}
+  - {name: a2a, tool: mrc-alltoall-perf, hosts: [h0, h1, h2, h3], size: 1MiB}
+variants:
+  - {name: mrc, transport: mrc}
+  - name: roce16
+    transport: roce
+    qps: 16
+    topology: {file: topo/one.yaml}
+    traffic: [ar]
+    faults: [{before_traffic: true, target: p0-t0-0--p0-t1-0, op: loss=1%}]
+expect:
+  - {claim: mrc beats roce, metric: value, value: mrc.ar.busbw, of: roce16.ar.busbw, min: 1}
+  - {claim: fair, metric: jain, variant: mrc, values: [ar.busbw, a2a.busbw], min: 0.9}
+  - {claim: runs, metric: tool_errors, variant: roce16, max: 0}
+  - {claim: sprays, metric: imbalance, series: "uplinks:p0-t0-1", variant: mrc, max: 1.1}
+`
+
+const oneTopo = `mode: ecmp
+planes: 1
+t0_per_plane: 2
+t1_per_plane: 2
+hosts_per_t0: 2
+links:
+  host: {capacity: 80Mbit, buffer: 128KiB, ecn_threshold: 16KiB, trim_threshold: 64KiB, host_ecn: true}
+`
+
+func readTopo(p string) ([]byte, error) {
+	if p == "dir/topo/one.yaml" {
+		return []byte(oneTopo), nil
+	}
+	return nil, fmt.Errorf("open %s: no such file", p)
+}
+
+func TestParseVariants(t *testing.T) {
+	s, err := ParseWith("dir/v.yaml", []byte(variantsFile), readTopo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology.File != "dir/topo/one.yaml" || s.Topology.DCQCNScale != 1000 || len(s.Variants) != 2 {
+		t.Fatalf("parsed %+v", s)
+	}
+	ar := s.Traffic[0]
+	if !ar.IsCollective() || ar.Iters != 3 || !ar.Check || ar.Size != 2<<20 || ar.Timeout != 2*time.Minute || len(ar.Hosts) != 4 {
+		t.Errorf("collective %+v", ar)
+	}
+	if a2a := s.Traffic[1]; a2a.Iters != 5 || a2a.Check {
+		t.Errorf("collective defaults %+v: want iters 5, check off", a2a)
+	}
+	tp, err := s.Topology.Resolve()
+	if err != nil || tp.Planes != 1 || !tp.Host.HostECN || !tp.NICs {
+		t.Errorf("topology file %+v, %v", tp, err)
+	}
+	if s.End() != 0 {
+		t.Errorf("end %v: collectives alone have no planned end", s.End())
+	}
+	r := s.Apply(s.Variants[1])
+	if r.Name != "v-roce16" || len(r.Traffic) != 1 || r.Traffic[0].Transport != "roce" || r.Traffic[0].QPs != 16 || len(r.Faults) != 1 || r.Topology.DCQCNScale != 0 {
+		t.Errorf("variant roce16: %+v", r)
+	}
+	if len(r.Expect) != 1 || r.Expect[0].Metric != MetricToolErrors || r.Expect[0].Variant != "" {
+		t.Errorf("variant roce16 expects %+v: want its tool_errors only", r.Expect)
+	}
+	if m := s.Apply(s.Variants[0]); len(m.Traffic) != 2 || len(m.Expect) != 1 || m.Expect[0].Metric != MetricImbalance || m.Traffic[1].Transport != "mrc" {
+		t.Errorf("variant mrc: %+v", m)
+	}
+	if full, flow, key, err := s.ResolveValue("mrc", "ar.busbw"); err != nil || full != "mrc.ar.busbw" || flow != "ar" || key != "busbw" {
+		t.Errorf("ResolveValue: %q %q %q %v", full, flow, key, err)
+	}
+
+	rep := func(old, new string) string {
+		if !strings.Contains(variantsFile, old) {
+			t.Fatalf("test table: %q not in the file", old)
+		}
+		return strings.Replace(variantsFile, old, new, 1)
+	}
+	for _, c := range []struct{ name, file, want string }{
+		{"collective without hosts", rep("hosts: [h0, h2, h1, h3], ", ""), "dir/v.yaml:6: traffic[0].hosts: a collective needs a group of at least 2 hosts"},
+		{"collective host twice", rep("[h0, h2, h1, h3]", "[h0, h2, h0]"), "dir/v.yaml:6: traffic[0].hosts[2]: host h0 twice in the group"},
+		{"collective with from", rep("hosts: [h0, h2, h1, h3],", "from: h0, hosts: [h0, h2, h1, h3],"), "dir/v.yaml:6: traffic[0]: mrc-allreduce-perf runs on a group: from, to, duration"},
+		{"collective host unknown", rep("[h0, h1, h2, h3]", "[h0, h1, h7]"), "dir/v.yaml:7: traffic[1]: variant mrc: host h7 is not in the topology"},
+		{"variant unknown flow", rep("traffic: [ar]", "traffic: [ar, bulk]"), `dir/v.yaml:10: variants[1].traffic[1]: no flow "bulk"`},
+		{"variant twice", rep("name: roce16", "name: mrc"), `dir/v.yaml:10: variants[1].name: variant "mrc" given twice`},
+		{"variant no name", rep("{name: mrc, transport: mrc}", "{transport: mrc}"), "dir/v.yaml:9: variants[0].name: missing"},
+		{"variant unknown field", rep("qps: 16", "qp: 16"), `dir/v.yaml:12: variants[1].qp: unknown field "qp" (allowed: name, topology, transport, qps, traffic, faults)`},
+		{"variant fault target", rep("target: p0-t0-0--p0-t1-0", "target: p1-t0-0--p1-t1-0"), `dir/v.yaml:15: faults[0].target: variant roce16: unknown target "p1-t0-0--p1-t1-0"`},
+		{"variant timed fault", rep("{before_traffic: true, target", "{at: 1s, target"), "faults[0].at: variant roce16: collectives alone have no planned end"},
+		{"value of unknown variant", rep("of: roce16.ar.busbw", "of: roce1.ar.busbw"), `dir/v.yaml:17: expect[0]: value "roce1.ar.busbw": no variant "roce1" (mrc, roce16)`},
+		{"value of a flow the variant drops", rep("of: roce16.ar.busbw", "of: roce16.a2a.busbw"), `dir/v.yaml:17: expect[0]: value "roce16.a2a.busbw": the run has no flow "a2a"`},
+		{"value without variant", rep("value: mrc.ar.busbw", "value: ar.busbw"), `value "ar.busbw": want VARIANT.FLOW.KEY`},
+		{"collective key", rep("of: roce16.ar.busbw", "of: roce16.ar.rate"), `flow ar (mrc-allreduce-perf) has busbw, algbw, wrong, not "rate"`},
+		{"per-run claim without variant", rep(", variant: roce16, max: 0}", ", max: 0}"), `dir/v.yaml:19: expect[2].variant: metric tool_errors checks one run: say which variant ("" is none)`},
+		{"per-run claim unknown variant", rep("variant: roce16, max: 0}", "variant: roce2, max: 0}"), `expect[2].variant: metric tool_errors checks one run: say which variant ("roce2" is none)`},
+		{"imbalance of a host", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: imbalance, series: \"rx:h0\""), `expect[2].series: metric imbalance compares a switch's uplinks, not series "rx:h0"`},
+		{"imbalance of a T1", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: imbalance, series: \"uplinks:p0-t1-0\""), `expect[2].series: variant roce16: series "uplinks:p0-t1-0": no T0 switch p0-t1-0 (uplinks:t0 or uplinks:T0`},
+		{"uplinks for a ratio", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: ratio, baseline: capacity, window: 0s..1s, series: \"uplinks:p0-t0-0\""), `expect[2].series: "uplinks:p0-t0-0" is only for metric imbalance`},
+		{"variant topology file missing", rep("topology: {file: topo/one.yaml}", "topology: {file: topo/two.yaml}"), "dir/v.yaml:13: topology.file: open dir/topo/two.yaml: no such file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseWith("dir/v.yaml", []byte(c.file), readTopo)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error\n  %v\nwant it to contain\n  %s", err, c.want)
+			}
+		})
+	}
 }

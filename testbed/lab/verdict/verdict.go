@@ -87,6 +87,8 @@ func Check(e scenario.Expect, d Data) Result {
 		err = recovery(e, d, &r)
 	case scenario.MetricQPLossBound:
 		err = qpLossBound(e, d, &r)
+	case scenario.MetricImbalance:
+		err = imbalance(e, d, &r)
 	case scenario.MetricToolErrors:
 		errs := d.ToolErrors()
 		r.Measured, r.Unit = float64(len(errs)), "errors"
@@ -109,6 +111,9 @@ func Check(e scenario.Expect, d Data) Result {
 func CheckAll(s *scenario.Scenario, d Data) []Result {
 	out := make([]Result, 0, len(s.Expect))
 	for _, e := range s.Expect {
+		if e.CrossRun() {
+			continue // CheckValues: the tools' results, not the series
+		}
 		out = append(out, Check(e, d))
 	}
 	return out
@@ -286,5 +291,74 @@ func qpLossBound(e scenario.Expect, d Data, r *Result) error {
 	r.Measured = worst
 	r.Detail = fmt.Sprintf("worst QP's lost / in flight on its EVs when declared ASSUMED_BAD, %d QPs of %s over %v: %s",
 		len(g), host, e.Window, strings.Join(parts, "; "))
+	return nil
+}
+
+// Grouper is implemented by Data that can name the series of a group,
+// for metric imbalance: uplinks:SWITCH is one set (the switch's fabric
+// ports' tx series), uplinks:t0 one set per T0 of the run.
+type Grouper interface {
+	SeriesGroup(name string) ([][]string, error)
+}
+
+// imbalance is, per set, the busiest series' mean over the set's mean of
+// means, over the window (the whole run when none is given); the measured
+// value is the worst set's.
+func imbalance(e scenario.Expect, d Data, r *Result) error {
+	g, ok := d.(Grouper)
+	if !ok {
+		return fmt.Errorf("this run cannot resolve series group %s", e.Series)
+	}
+	sets, err := g.SeriesGroup(e.Series)
+	if err != nil {
+		return err
+	}
+	w := e.Window
+	if w.To == 0 {
+		w = scenario.Window{From: 0, To: time.Duration(math.MaxInt64)}
+	}
+	var details []string
+	worst := math.NaN()
+	for _, names := range sets {
+		var means []float64
+		var sum, top float64
+		unit := ""
+		for _, n := range names {
+			s, err := d.Series(n)
+			if err != nil {
+				return err
+			}
+			m := s.Mean(w.From, w.To)
+			if math.IsNaN(m) {
+				return fmt.Errorf("no sample of %s in the window", n)
+			}
+			means = append(means, m)
+			sum += m
+			top = max(top, m)
+			unit = s.Unit
+		}
+		if len(means) == 0 || sum <= 0 {
+			details = append(details, fmt.Sprintf("%s carried nothing", strings.Join(names, ", ")))
+			continue
+		}
+		x := top / (sum / float64(len(means)))
+		if math.IsNaN(worst) || x > worst {
+			worst = x
+		}
+		var parts []string
+		for i, n := range names {
+			parts = append(parts, fmt.Sprintf("%s %s (%.0f %%)", strings.TrimPrefix(n, "tx:"), human(means[i], unit), 100*means[i]/sum))
+		}
+		details = append(details, fmt.Sprintf("%.2f: %s", x, strings.Join(parts, ", ")))
+	}
+	if math.IsNaN(worst) {
+		return fmt.Errorf("the ports of %s carried nothing: %s", e.Series, strings.Join(details, "; "))
+	}
+	over := "the whole run"
+	if e.Window.To != 0 {
+		over = e.Window.String()
+	}
+	r.Measured, r.Unit = worst, "ratio"
+	r.Detail = fmt.Sprintf("busiest port's mean over the ports' mean, over %s, the worst of: %s", over, strings.Join(details, "; "))
 	return nil
 }

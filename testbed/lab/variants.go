@@ -1,0 +1,65 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/softmrc/softmrc/testbed/lab/scenario"
+	"github.com/softmrc/softmrc/testbed/lab/verdict"
+)
+
+// runVariants runs every variant of s as a full run (its own testbed,
+// outputs in OutDir/VARIANT), then checks the cross-run claims on the
+// values of all of them. A variant whose run failed is reported with its
+// error and its values are absent: claims that need them are not measured.
+func runVariants(ctx context.Context, s *scenario.Scenario, o Options, out *Outcome) {
+	out.Values = map[string]float64{}
+	for i, v := range s.Variants {
+		vs := s.Apply(v)
+		progress(o, "[%s] variant %d of %d: %s", s.Name, i+1, len(s.Variants), v.Name)
+		vo := o
+		vo.OutDir = filepath.Join(o.OutDir, v.Name)
+		r := Run(ctx, vs, vo)
+		r.Label = v.Name
+		out.Variants = append(out.Variants, r)
+		out.Samples += r.Samples
+		out.Faults = append(out.Faults, r.Faults...) // for the report's count; each run's own are in its report
+		if r.Err != nil {
+			out.Err = joinErr(out.Err, fmt.Errorf("variant %s: %w", v.Name, r.Err))
+		} else {
+			for k, x := range r.Values {
+				out.Values[v.Name+"."+k] = x
+			}
+		}
+		for _, res := range r.Results {
+			res.Claim = v.Name + ": " + res.Claim
+			out.Results = append(out.Results, res)
+		}
+		if ctx.Err() != nil {
+			out.Err = joinErr(out.Err, ctx.Err())
+			return
+		}
+	}
+	out.Results = append(out.Results, verdict.CheckValues(s, data{o: out})...)
+}
+
+func joinErr(a, b error) error {
+	if a == nil {
+		return b
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}
+
+// collectiveLine is a collective's result in a progress line.
+func collectiveLine(r FlowResult) string {
+	if r.Err != nil {
+		return "FAILED: " + r.Err.Error()
+	}
+	v := FlowValues(r)
+	w := "not checked"
+	if x, ok := v["wrong"]; ok {
+		w = fmt.Sprintf("#wrong %g", x)
+	}
+	return fmt.Sprintf("busbw %.1f Mbit/s, algbw %.1f Mbit/s, %s", v["busbw"], v["algbw"], w)
+}
