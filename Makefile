@@ -26,16 +26,16 @@ help:
 	@echo "make bench    - run the benchmarks"
 	@echo "make bench-nic - mrc-nicd against raw AF_XDP and kernel TCP/MPTCP/UDP on a veth pair and clos-2p, ROUNDS alternating rounds (default 5, ~5 min); writes docs/performance.md"
 	@echo "make sweep    - the simulator's scenario tests over SEEDS seeds (default 10; docs/engine.md 'Scenarios over seeds')"
-	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
+	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION), one definition per fact (.ci/conventions.sh, docs/conventions.md)"
 	@echo "make clean    - remove $(BIN)/ and test leftovers"
 
 build:
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do echo "go build -o $(BIN)/$$c ./cmd/$$c"; $(GO) build -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
-# Idempotent: apt-get runs only when a package is missing (tools/deps.sh).
+# Idempotent: apt-get runs only when a package is missing (.ci/deps.sh).
 deps:
-	@tools/deps.sh
+	@.ci/deps.sh
 
 # The tools the tests use are installed first (a fresh machine skips
 # nothing), and the binaries built: netns tests start them as real processes.
@@ -79,6 +79,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	@.ci/conventions.sh
 
 # Every shipped scenario on the real testbed, RUNS times in a row; the
 # combined report and the figures go to docs/results/lab/ (docs/lab.md).

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/nic/oamflag"
-	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
@@ -83,15 +82,11 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("--back %d: want a T1 index (0..255)", *back)
 	}
 	wait := &of.Wait
-	d, err := verbs.Open(of.Dev)
+	d, hops, err := of.Open(host, ev, reflect, *back)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	var hops []vproto.OAMHop
-	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev), Reflect: reflect, Back: *back}, &hops); err != nil {
-		return err
-	}
 	h := hops[len(hops)-1]
 	if *hop != 0 {
 		if *hop < 1 || *hop > len(hops) {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/nic/oamflag"
-	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
@@ -50,15 +49,11 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("-q %d: want 1..10", *q)
 	}
 	wait := &of.Wait
-	d, err := verbs.Open(of.Dev)
+	d, hops, err := of.Open(host, ev, false, -1)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	var hops []vproto.OAMHop
-	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev)}, &hops); err != nil {
-		return err
-	}
 	fmt.Fprintf(out, "mrc-traceroute to %s over EV %v (plane %d, T1 %d), %d hops, %d probes each\n",
 		host, ev, hops[0].Plane, hops[0].T1, len(hops), *q)
 	lastOK := 0

@@ -56,7 +56,7 @@ commands:
   ports                      NIC ports, carrier and counters
   qps                        QPs with state, RTT, window and counters
   evs QPN                    the EV table of a QP: plane, uSID path, the switches it crosses, state, counters
-  counters                   engine, run-loop and port counters
+  counters                   engine, QP (summed over QPs), run-loop and port counters
   sessions                   applications with the device open
   paths                      the path-probe agent's loops (path_probes in the NIC config)
   deny list                  the daemon's denylist
@@ -224,6 +224,9 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintln(tw, "COUNTER\tVALUE")
 		for _, k := range sortedKeys(r.Engine) {
 			fmt.Fprintf(tw, "engine.%s\t%d\n", k, r.Engine[k])
+		}
+		for _, k := range sortedKeys(r.QPs) {
+			fmt.Fprintf(tw, "qp.%s\t%d\n", k, r.QPs[k])
 		}
 		for _, k := range sortedKeys(r.Daemon) {
 			fmt.Fprintf(tw, "daemon.%s\t%d\n", k, r.Daemon[k])

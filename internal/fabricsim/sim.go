@@ -78,6 +78,21 @@ type Port struct {
 	Ctr     Counters
 	// MaxBacklog is the largest backlog seen (bytes).
 	MaxBacklog int
+	// With LinkConfig.XDP: the virtual queue (bytes) at vqAt.
+	vq   float64
+	vqAt int64
+	// lastArrive keeps frames in order under LinkConfig.Jitter.
+	lastArrive int64
+}
+
+// xdp reports whether the port decides from a virtual queue (a switch port
+// of an XDP link); serialisation is at the wire rate on both ends.
+func (p *Port) xdp() bool { return p.cfg.XDP && !p.nic }
+
+// drainVQ drains the virtual queue to now at the port's capacity.
+func (p *Port) drainVQ(now int64) {
+	p.vq = max(0, p.vq-float64(now-p.vqAt)*p.cfg.RateBps/8e9)
+	p.vqAt = now
 }
 
 // Backlog is the number of bytes waiting in the port's queue.
@@ -657,7 +672,12 @@ func (s *Sim) enqueue(p *Port, pk *packet) {
 		s.release(pk)
 		return
 	}
-	v := Admit(QueueState{Backlog: p.backlog, HostFacing: p.hostFacing, ECNBytes: p.cfg.ECNBytes,
+	backlog := p.backlog
+	if p.xdp() {
+		p.drainVQ(s.now)
+		backlog = int(p.vq)
+	}
+	v := Admit(QueueState{Backlog: backlog, HostFacing: p.hostFacing, HostECN: p.cfg.HostECN, ECNBytes: p.cfg.ECNBytes,
 		TrimBytes: p.cfg.TrimBytes, BufferBytes: p.cfg.BufferBytes}, pk.buf[:pk.n])
 	if v.Drop != 0 {
 		p.Ctr[v.Drop]++
@@ -683,7 +703,10 @@ func (s *Sim) enqueue(p *Port, pk *packet) {
 	if p.nic {
 		p.node.txBacklog += pk.n
 	}
-	if p.backlog > p.MaxBacklog {
+	if p.xdp() {
+		p.vq += float64(pk.n + s.cfg.WireOverhead)
+		p.MaxBacklog = max(p.MaxBacklog, int(p.vq))
+	} else if p.backlog > p.MaxBacklog {
 		p.MaxBacklog = p.backlog
 	}
 	if !p.busy {
@@ -715,7 +738,11 @@ func (s *Sim) startTx(p *Port) {
 	p.busy = true
 	p.onWire = pk
 	bits := float64(pk.n+s.cfg.WireOverhead) * 8
-	d := int64(math.Ceil(bits * 1e9 / p.cfg.RateBps))
+	rate := p.cfg.RateBps
+	if p.cfg.XDP {
+		rate = p.cfg.WireRateBps
+	}
+	d := int64(math.Ceil(bits * 1e9 / rate))
 	s.push(event{t: s.now + d, kind: evTxDone, port: p})
 }
 
@@ -734,7 +761,12 @@ func (s *Sim) txDone(p *Port) {
 	default:
 		p.Ctr[CtrTx]++
 		s.mix(s.now, 't', p, frame)
-		s.push(event{t: s.now + p.cfg.Delay, kind: evArrive, port: p.peer, pkt: pk})
+		t := s.now + p.cfg.Delay
+		if p.cfg.Jitter > 0 {
+			t = max(t+s.rng.Int64N(p.cfg.Jitter), p.lastArrive)
+			p.lastArrive = t
+		}
+		s.push(event{t: t, kind: evArrive, port: p.peer, pkt: pk})
 		s.startTx(p)
 		return
 	}

@@ -242,6 +242,7 @@ type QueueState struct {
 	ECNBytes    int  // 0 = off
 	TrimBytes   int  // 0 = off
 	BufferBytes int  // 0 = unlimited
+	HostECN     bool // a host-facing port marks too (mrc-switchd's host_ecn)
 }
 
 // Verdict is Admit's decision.
@@ -291,7 +292,7 @@ func Admit(q QueueState, frame []byte) Verdict {
 		return Verdict{Drop: DropBuffer}
 	}
 	v := Verdict{Len: n}
-	if !q.HostFacing && q.ECNBytes > 0 && q.Backlog+n > q.ECNBytes {
+	if (!q.HostFacing || q.HostECN) && q.ECNBytes > 0 && q.Backlog+n > q.ECNBytes {
 		ip := wire.IPv6(frame[wire.EthLen:])
 		if e := ip.ECN(); e == wire.ECNECT0 || e == wire.ECNECT1 {
 			ip.SetECN(wire.ECNCE)

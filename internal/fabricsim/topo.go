@@ -44,6 +44,24 @@ type LinkConfig struct {
 	// BufferBytes: a packet that would make the backlog exceed this is
 	// dropped. 0 = unlimited.
 	BufferBytes int
+	// XDP models mrc-switchd's egress port model instead of a real queue:
+	// XDP cannot delay a frame, so admission, marks and trims are decided
+	// from a virtual queue drained at RateBps (docs/switch.md) while every
+	// frame goes on at once, serialised at WireRateBps (a veth). The NIC
+	// end of a host link then has no rate of its own either: the engine's
+	// port pacing (mrc.Config.PortRate) is the NIC's rate, as mrc-nicd's
+	// is. The RTT then carries no queueing delay at all, as on the testbed.
+	XDP bool
+	// WireRateBps is the rate frames are serialised at with XDP (default
+	// 10 Gbit/s).
+	WireRateBps float64
+	// Jitter adds a uniformly random delay in [0, Jitter) ns to every frame
+	// (order kept per port): the scheduling noise of the testbed's
+	// processes, which its RTT samples carry.
+	Jitter int64
+	// HostECN lets a host-facing port mark CE above ECNBytes, as
+	// mrc-switchd's host_ecn option does (by default only fabric ports mark).
+	HostECN bool
 }
 
 // Config describes a fabric. Zero fields take the defaults of DefaultConfig.
@@ -117,6 +135,11 @@ func (c *Config) fill() error {
 	if c.Fabric.RateBps == 0 {
 		c.Fabric = d.Fabric
 	}
+	for _, l := range []*LinkConfig{&c.Host, &c.Fabric} {
+		if l.XDP && l.WireRateBps == 0 {
+			l.WireRateBps = 10e9
+		}
+	}
 	if c.NICBufferBytes == 0 {
 		c.NICBufferBytes = 16 << 20
 	}
@@ -139,6 +162,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("fabricsim: %d hosts per T0: want 1..%d (the uSID allocation, docs/conventions.md)", c.HostsPerT0, pathtmpl.MaxDownlinks)
 	case c.Host.RateBps < 0 || c.Fabric.RateBps < 0 || c.Host.Delay < 0 || c.Fabric.Delay < 0:
 		return fmt.Errorf("fabricsim: negative link rate or delay")
+	case c.Host.Jitter < 0 || c.Fabric.Jitter < 0 || c.Host.WireRateBps < 0 || c.Fabric.WireRateBps < 0:
+		return fmt.Errorf("fabricsim: negative jitter or wire rate")
 	}
 	return nil
 }

@@ -22,6 +22,11 @@ import "cmp"
 // first TRIMMED_LASTHOP after a quiet spell caps it at the delivery rate ×
 // base RTT instead (onTrim). Untrimmed loss is not congestion (it is a
 // broken path) and leaves the window alone.
+//
+// While receiver-limited the window may fall below one packet (minCwnd);
+// it is then a paced rate (sent), grows by at most subMTUInc per byte
+// acknowledged and is cut by the recently marked share (docs/engine.md,
+// "Below one packet").
 
 func (c *CCConfig) setDefaults(mtu int) {
 	c.InitCwnd = cmp.Or(c.InitCwnd, 64*mtu)
@@ -55,6 +60,13 @@ type ccState struct {
 	dlvStart Time
 	dlvRate  float64
 	dlvOn    bool
+	// nextSend paces a window below one packet (sent): no packet leaves
+	// before it.
+	nextSend Time
+	// marked is the EWMA (gain markGain per acknowledgement) of the share
+	// of acknowledgements that echoed a CE mark: the decrease below one
+	// packet (onAck).
+	marked float64
 }
 
 // deliveryRate is the latest measured rate, or the rate over the interval
@@ -84,17 +96,65 @@ func (c *ccState) setMax(window int) {
 	}
 }
 
-func (c *ccState) canSend(n int) bool {
+// canSend reports whether a packet of n bytes may leave at now: it fits
+// the window, or nothing is in flight and the pacer of a window below one
+// packet (sent) allows it.
+func (c *ccState) canSend(now Time, n int) bool {
+	return c.windowOpen(n) && (c.inflight > 0 || now >= c.nextSend)
+}
+
+// windowOpen is canSend without the pacer (whose time the deadline
+// computation folds in from nextSend).
+func (c *ccState) windowOpen(n int) bool {
 	return c.inflight == 0 || float64(c.inflight+n) <= c.cwnd
 }
 
-func (c *ccState) clamp() {
-	if c.cwnd < float64(c.cfg.MinCwnd) {
-		c.cwnd = float64(c.cfg.MinCwnd)
+// sent accounts a packet of n bytes sent at now. A window below the packet
+// (cwnd < n) goes out as one packet every baseRTT·n/cwnd: the rate
+// cwnd/baseRTT the window stands for. Why: a window is enforced only while something is
+// in flight, so without the pacer a sender sends at least one packet per
+// RTT. Where the RTT is tens of µs and the bottleneck a few Mbit/s (the
+// netns testbed's port models add no queueing delay, docs/engine.md) one
+// packet per RTT is several times a flow's share, and no congestion signal
+// could slow it down (mrc-lab S8: seven incast senders at their NIC rate).
+//
+// The RTT it paces on is the base RTT (srtt until there is one), as the
+// last-hop cap's window (delivery rate × base RTT) is: a rate the
+// scheduling noise in the RTT samples does not move.
+func (c *ccState) sent(now Time, n int, srtt Time) {
+	c.inflight += n
+	rtt := cmp.Or(c.baseRTT, srtt)
+	if c.cfg.Disable || rtt <= 0 || float64(n) <= c.cwnd {
+		return
+	}
+	c.nextSend = now + Time(float64(rtt)*float64(n)/c.cwnd)
+}
+
+func (c *ccState) clamp(now, srtt Time) {
+	if m := c.minCwnd(now, srtt); c.cwnd < m {
+		c.cwnd = m
 	}
 	if c.maxCwnd > 0 && c.cwnd > c.maxCwnd {
 		c.cwnd = c.maxCwnd
 	}
+}
+
+// minCwnd is the window's floor: MinCwnd, or MTU/lastHopMinDiv while
+// receiver-limited (when that is lower). Why only then: in an N:1 incast
+// each sender's share of the receiver's downlink can be a fraction of one
+// packet per RTT (mrc-lab S8 on the netns testbed: 14 Mbit/s each at an RTT
+// of tens of µs), so a floor of one packet per RTT overfills the downlink
+// N-fold whatever the marks and trims say, and the excess crosses the
+// fabric beside other flows. Elsewhere a window below one packet starved
+// a flow that shared a marked link with a multipath one (mrc-lab S6 on the
+// testbed: 0.05 of the link), because per-destination marks count only on
+// the shared path's share of the multipath flow's packets.
+func (c *ccState) minCwnd(now, srtt Time) float64 {
+	m := float64(c.cfg.MinCwnd)
+	if c.receiverLimited(now, srtt) {
+		m = min(m, float64(max(c.mtu/lastHopMinDiv, 1)))
+	}
+	return m
 }
 
 // receiverLimited reports whether the destination's own downlink trimmed a
@@ -127,6 +187,13 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 		}
 		c.dlvBytes, c.dlvStart = 0, now
 	}
+	if acked > 0 {
+		m := 0.0
+		if ecn {
+			m = 1
+		}
+		c.marked += markGain * (m - c.marked)
+	}
 	if rtt == 0 {
 		rtt = srtt
 	}
@@ -135,6 +202,7 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 	}
 	delay := rtt - c.baseRTT
 	target := c.cfg.TargetQDelay
+	before := c.cwnd
 	switch {
 	case !ecn && delay < target:
 		if acked > 0 {
@@ -160,12 +228,40 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 		c.started = true
 		if now-c.lastDec >= srtt {
 			f := 1 - c.cfg.MDGain*float64(delay-target)/float64(delay)
+			if c.cwnd < float64(c.mtu) {
+				// Below one packet each packet is an RTT or more apart,
+				// so once per RTT is every marked packet, while the queue
+				// that marks them drains for many RTTs: cut by the
+				// share of packets marked lately instead, as DCTCP does.
+				f = 1 - c.cfg.MDGain*c.marked
+			}
 			c.cwnd *= max(f, c.cfg.MDFloor)
 			c.lastDec = now
 		}
 	}
-	c.clamp()
+	if before < float64(c.mtu) && c.cwnd > before {
+		// Below one packet the increases above, per MTU of window, would
+		// add many packets per acknowledgement (one arrives every
+		// MTU/cwnd RTTs): add at most subMTUInc per byte acknowledged
+		// instead, the same for every sender, so that senders marked
+		// alike converge to the same window (AIMD per packet).
+		c.cwnd = min(c.cwnd, before+subMTUInc*float64(acked))
+	}
+	c.clamp(now, srtt)
 }
+
+// lastHopMinDiv sets the floor while receiver-limited, MTU/lastHopMinDiv:
+// low enough that the window (paced, sent) can hold a sender to a share of
+// a few Mbit/s at an RTT of tens of µs (7:1 incast into 100 Mbit/s at a
+// 50 µs RTT: 87 B each).
+const lastHopMinDiv = 64
+
+// markGain is the EWMA gain of the marked share (DCTCP's g).
+const markGain = 1.0 / 16
+
+// subMTUInc bounds the increase of a window below one packet: bytes of
+// window per byte acknowledged.
+const subMTUInc = 1.0 / 256
 
 // onTrim applies a trim NACK: lastHop for TRIMMED_LASTHOP (the receiver's
 // downlink), else TRIMMED (a fabric queue; the EV goes SKIP as well).
@@ -186,7 +282,7 @@ func (c *ccState) onTrim(now Time, srtt Time, lastHop bool) {
 		if lim := c.deliveryRate(now) * float64(c.baseRTT) * lastHopCapGain; lim > 0 && c.cwnd > lim {
 			c.cwnd = lim
 			c.lastTrim = now
-			c.clamp()
+			c.clamp(now, srtt)
 			return
 		}
 	}
@@ -197,7 +293,7 @@ func (c *ccState) onTrim(now Time, srtt Time, lastHop bool) {
 			c.cwnd *= c.cfg.TrimDecrease
 		}
 		c.lastTrim = now
-		c.clamp()
+		c.clamp(now, srtt)
 	}
 }
 

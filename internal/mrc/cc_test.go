@@ -56,3 +56,107 @@ func TestLastHopCap(t *testing.T) {
 		})
 	}
 }
+
+// TestSubPacketWindow: while receiver-limited (a TRIMMED_LASTHOP NACK in
+// the last LastHopHold RTTs) the window may fall below one packet, to
+// MTU/64; such a window is a rate, cwnd per base RTT, kept by spacing
+// packets baseRTT·n/cwnd apart (a window alone lets one packet per RTT go
+// whenever nothing is in flight); it grows by at most 1/256 byte per byte
+// acknowledged and is cut by the recently marked share (DCTCP). Otherwise
+// the floor stays MinCwnd (one packet) and nothing is paced.
+func TestSubPacketWindow(t *testing.T) {
+	const mtu = 2048
+	const srtt = 50 * Microsecond
+	const base = 40 * Microsecond
+	for _, tc := range []struct {
+		name     string
+		lastHop  bool    // a last-hop trim first
+		cwnd     float64 // set before sending
+		want     float64 // cwnd after the clamp of the first ack
+		gap      Time    // earliest next send after one MTU packet (0: none)
+		afterAck float64 // cwnd after a clean ack of one MTU with a queue above target
+	}{
+		// 512 B per 40 µs: one 2 KiB packet per 160 µs; +2048/256 B.
+		{"receiver-limited, quarter packet", true, 512, 512, 160 * Microsecond, 512 + 8},
+		{"receiver-limited, floor", true, 1, mtu / 64, 64 * base, mtu/64 + 8},
+		// Not receiver-limited: the floor is one packet, the window rule.
+		{"fabric, quarter packet", false, 512, mtu, 0, mtu + mtu},
+		{"receiver-limited, eight packets", true, 8 * mtu, 8 * mtu, 0, 8*mtu + mtu/8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := CCConfig{InitCwnd: 64 * mtu}
+			cfg.setDefaults(mtu)
+			var c ccState
+			c.init(&cfg, mtu)
+			c.setMax(1024)
+			now := Time(Millisecond)
+			c.onAck(now, 0, false, base, srtt)
+			c.started = true
+			if tc.lastHop {
+				c.onTrim(now, srtt, true)
+			}
+			c.cwnd = tc.cwnd
+			c.onAck(now, 0, false, base, srtt) // clamps
+			if c.cwnd != tc.want {
+				t.Fatalf("cwnd %.0f after the clamp, want %.0f", c.cwnd, tc.want)
+			}
+			if !c.canSend(now, mtu) {
+				t.Fatal("nothing in flight, never sent: the first packet must go")
+			}
+			c.sent(now, mtu, srtt)
+			c.inflight -= mtu // acknowledged (or trimmed) at once
+			if tc.gap == 0 {
+				if !c.canSend(now, mtu) {
+					t.Fatalf("cwnd %.0f: paced, want only the window", c.cwnd)
+				}
+			} else {
+				if c.canSend(now+tc.gap-1, mtu) {
+					t.Fatalf("cwnd %.0f: a packet may leave %v after the last, want ≥ %v", c.cwnd, tc.gap-1, tc.gap)
+				}
+				if !c.canSend(now+tc.gap, mtu) || c.nextSend != now+tc.gap {
+					t.Fatalf("cwnd %.0f: next send at %v, want %v (the deadline waits for it)", c.cwnd, c.nextSend-now, tc.gap)
+				}
+			}
+			// A clean ack with the RTT 20 µs above the base (above the
+			// 6 µs target): the fair increase, bounded below one packet.
+			c.onAck(now+tc.gap, mtu, false, base+20*Microsecond, srtt)
+			if c.cwnd != tc.afterAck {
+				t.Fatalf("cwnd %.0f after a clean ack, want %.0f", c.cwnd, tc.afterAck)
+			}
+		})
+	}
+}
+
+// TestSubPacketDecrease: below one packet a CE echo with a queue above
+// target cuts the window by MDGain × the marked share (EWMA 1/16 per ack),
+// not by the delay-scaled factor (which halves it on every marked packet,
+// each an RTT or more apart, while the marking queue drains for many).
+func TestSubPacketDecrease(t *testing.T) {
+	const mtu = 2048
+	const srtt = 50 * Microsecond
+	cfg := CCConfig{}
+	cfg.setDefaults(mtu)
+	var c ccState
+	c.init(&cfg, mtu)
+	c.setMax(1024)
+	now := Time(Millisecond)
+	c.onAck(now, 0, false, 40*Microsecond, srtt)
+	c.onTrim(now, srtt, true)
+	c.cwnd = 1024
+	// Three marked acks, an RTT apart, the RTT 400 µs above the base.
+	want := 1024.0
+	marked := 0.0
+	for i := 1; i <= 3; i++ {
+		now += srtt
+		c.onAck(now, mtu, true, 440*Microsecond, srtt)
+		marked += (1 - marked) / 16
+		want *= 1 - cfg.MDGain*marked
+		if d := c.cwnd - want; d > 1e-9 || d < -1e-9 {
+			t.Fatalf("after %d marked acks: cwnd %.3f, want %.3f (marked share %.3f)", i, c.cwnd, want, marked)
+		}
+	}
+	// The delay-scaled factor would have halved it three times (MDFloor).
+	if c.cwnd < 1024*0.8 {
+		t.Fatalf("cwnd %.0f after three marks: cut like the window rule", c.cwnd)
+	}
+}

@@ -182,3 +182,172 @@ func TestFlapDampingNeverHoldsEveryPlane(t *testing.T) {
 		t.Errorf("with damping the QP sent %d data frames while every port flapped, want ≥ 1/4 of the %d without: every plane was held", damped, undamped)
 	}
 }
+
+// silentFlap drops every frame of the planes in mask, both ways, from
+// start for n periods of down then up (each half long), as mrc-switchd's
+// flap does: no carrier change, no port status, only lost frames. It
+// returns the end of the last down phase.
+func silentFlap(h *harness, mask uint32, start, half Time, n int) Time {
+	down := false
+	h.Filter = func(_ int, port wire.Plane, _ []byte) bool { return down && mask&(1<<port) != 0 }
+	for i := 0; i < n; i++ {
+		at := start + Time(i)*2*half
+		h.at(at, func() { down = true })
+		h.at(at+half, func() { down = false })
+	}
+	return start + Time(n-1)*2*half + half
+}
+
+// dataFrames is side 0's data frames sent on plane p and on every plane.
+func dataFrames(h *harness, p wire.Plane) (onP, all uint64) {
+	c := h.eng[0].Counters()
+	for _, n := range c.TxDataByPlane {
+		all += n
+	}
+	return c.TxDataByPlane[p], all
+}
+
+// TestPathFlapDampingKeepsSilentFlapOut: plane 1 flaps silently (every
+// frame on it lost both ways for 100 µs, then 100 µs clean, for 3 ms;
+// carrier and port status stay up, as mrc-switchd's flap in mrc-lab S3
+// and S11). With path damping the flapping plane carries ≤ 5 % of the data
+// frames once it has flapped a few times (a fair share is 25 %) and carries
+// data again within FlapHoldMax (plus probe gaps) after the flapping stops.
+// Without it (FlapHold < 0, the engine before pathDamp) each up phase
+// re-admits the plane on its first answered probe: the same measurement
+// must exceed 10 %, so the test can tell. A single outage (one 100 µs down)
+// is not held: the plane carries data again within a few probe intervals.
+// Before pathDamp (pathMinLost raised out of reach) the damped case failed:
+// plane 1 carried 0.180 of the data, as undamped.
+func TestPathFlapDampingKeepsSilentFlapOut(t *testing.T) {
+	const (
+		half      = 100 * Microsecond
+		flapStart = 100 * Microsecond
+		cycles    = 15 // 3 ms
+		holdMax   = 400 * Microsecond
+		settle    = 4 * 2 * half // the damping has seen two outages by then
+	)
+	cases := []struct {
+		name       string
+		hold       Time
+		flaps      int
+		wantMax    float64 // plane 1's share of data frames while flapping
+		wantMin    float64
+		wantHolds  bool
+		backWithin Time // after the last down ends, plane 1 carries data again
+	}{
+		{name: "damped", hold: half, flaps: cycles, wantMax: 0.05, wantHolds: true, backWithin: holdMax + 2*half},
+		{name: "undamped", hold: -1, flaps: cycles, wantMin: 0.10, backWithin: half},
+		{name: "single outage", hold: half, flaps: 1, backWithin: half},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 79, cfg: func(c *Config) {
+				c.PortRate = 10
+				c.FlapWindow, c.FlapHold, c.FlapHoldMax = 1*Millisecond, tc.hold, holdMax
+			}})
+			h.Rate = 10
+			h.startTransfer(64<<20, 256<<10)
+			lastUp := silentFlap(h, 1<<1, flapStart, half, tc.flaps)
+			if tc.flaps > 1 {
+				h.run(flapStart+settle, nil)
+				p1a, alla := dataFrames(h, 1)
+				h.run(lastUp, nil)
+				p1b, allb := dataFrames(h, 1)
+				if allb-alla < 1000 {
+					t.Fatalf("only %d data frames sent while flapping: the transfer stalled", allb-alla)
+				}
+				share := float64(p1b-p1a) / float64(allb-alla)
+				holds := h.snap(0).Counters.PathFlapHolds
+				t.Logf("plane 1 carried %d of %d data frames (%.3f) while flapping; path holds %d",
+					p1b-p1a, allb-alla, share, holds)
+				if tc.wantMax > 0 && share > tc.wantMax {
+					t.Errorf("flapping plane carried %.3f of the data, want ≤ %.2f", share, tc.wantMax)
+				}
+				if share < tc.wantMin {
+					t.Errorf("flapping plane carried %.3f of the data, want ≥ %.2f (the measurement cannot tell damping from none)", share, tc.wantMin)
+				}
+				if tc.wantHolds != (holds > 0) {
+					t.Errorf("PathFlapHolds = %d, want holds: %v", holds, tc.wantHolds)
+				}
+			} else {
+				h.run(lastUp, nil)
+			}
+			p1, _ := dataFrames(h, 1)
+			back := h.run(lastUp+tc.backWithin, func() bool { q, _ := dataFrames(h, 1); return q > p1+10 })
+			if !back {
+				t.Fatalf("plane 1 carried no data within %v after the flapping stopped", tc.backWithin)
+			}
+			if s := h.snap(0); s.State != QPReady {
+				t.Fatalf("QP %v (%v) after the flapping", s.State, s.Status)
+			}
+			t.Logf("plane 1 back %.1f µs after the last up", float64(h.now-lastUp)/float64(Microsecond))
+		})
+	}
+}
+
+// TestPathFlapDampingNeverHoldsEveryPath: every plane flaps silently at
+// once (100/100 µs for 3 ms). Path damping must not hold every path: the QP
+// keeps sending in the up phases and carries at least a quarter of what it
+// carries with damping off, and stays ready.
+func TestPathFlapDampingNeverHoldsEveryPath(t *testing.T) {
+	const half = 100 * Microsecond
+	sent := func(hold Time) uint64 {
+		h := newHarness(t, hopts{seed: 80, cfg: func(c *Config) {
+			c.PortRate = 10
+			c.FlapWindow, c.FlapHold, c.FlapHoldMax = 1*Millisecond, hold, 400*Microsecond
+		}})
+		h.Rate = 10
+		h.startTransfer(64<<20, 256<<10)
+		end := silentFlap(h, 1<<testPlanes-1, 100*Microsecond, half, 15)
+		h.run(900*Microsecond, nil)
+		_, a := dataFrames(h, 0)
+		h.run(end, nil)
+		if s := h.snap(0); s.State != QPReady {
+			t.Fatalf("QP %v (%v) after the flapping", s.State, s.Status)
+		}
+		_, b := dataFrames(h, 0)
+		return b - a
+	}
+	damped, undamped := sent(half), sent(-1)
+	t.Logf("data frames sent while every plane flapped: %d damped, %d undamped", damped, undamped)
+	if damped*4 < undamped {
+		t.Errorf("with damping the QP sent %d data frames while every plane flapped, want ≥ 1/4 of the %d without: every path was held", damped, undamped)
+	}
+}
+
+// TestSharedPathDampCountsEachOutageOnce: the QPs toward a peer report the
+// outages of a path they each saw; one outage reported by two QPs counts
+// once (it began before the last counted one ended), so a path that went
+// out once is not held however many QPs saw it, and from the second
+// outage each QP's report holds it, for 2·FlapHold doubled per further
+// outage, capped at FlapHoldMax.
+func TestSharedPathDampCountsEachOutageOnce(t *testing.T) {
+	cfg := Config{FlapWindow: 1000, FlapHold: 10, FlapHoldMax: 100}
+	type report struct {
+		deadAt, now Time
+		held        bool
+		until       Time // when held
+	}
+	cases := []struct {
+		name    string
+		reports []report
+	}{
+		{"one outage, two QPs", []report{{0, 50, false, 0}, {5, 55, false, 0}}},
+		{"two outages, one QP", []report{{0, 50, false, 0}, {100, 150, true, 170}}},
+		{"two outages, two QPs each", []report{{0, 50, false, 0}, {5, 55, false, 0}, {100, 150, true, 170}, {110, 160, true, 180}}},
+		{"growing, capped", []report{{0, 50, false, 0}, {100, 150, true, 170}, {200, 250, true, 290}, {300, 350, true, 430}, {400, 450, true, 550}, {500, 550, true, 650}}},
+		{"far apart: decays", []report{{0, 50, false, 0}, {2000, 2050, false, 0}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var d sharedDamp
+			for i, r := range tc.reports {
+				held := d.outage(r.deadAt, r.now, &cfg)
+				if held != r.held || held && d.until != r.until {
+					t.Errorf("report %d (%d..%d): held %v until %d, want %v until %d", i, r.deadAt, r.now, held, d.until, r.held, r.until)
+				}
+			}
+		})
+	}
+}

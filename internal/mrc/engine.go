@@ -61,8 +61,12 @@ type peer struct {
 	remoteUp uint32
 	// remoteDamp holds the peer's flapping ports out of use (damp.go).
 	remoteDamp [wire.MaxPlanes]flapDamp
-	cc         ccState
-	srtt       Time
+	// pathDamp counts the outages of each path (plane, T1 index) toward
+	// the peer seen by any of its QPs (damp.go, pathAnswered); made on
+	// first use.
+	pathDamp map[uint16]*sharedDamp
+	cc       ccState
+	srtt     Time
 
 	epPending bool
 	epReqID   uint16

@@ -421,16 +421,20 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 	if sent > g.lastAckSent && x.state != EVAssumedBad {
 		g.fails++
 		if g.fails >= groupFails && !g.dead {
-			g.dead, g.deadAt, g.probeAt, g.probeMiss = true, q.e.now, 0, 0 // probed as one path from now (probeBad)
+			g.dead, g.deadAt, g.probeAt, g.probeMiss, g.lost = true, q.e.now, 0, 0, 0 // probed as one path from now (probeBad)
 		}
 	}
 	q.setState(idx, EVAssumedBad)
-	if g.fails >= groupFails {
+	hold := q.pathKnownFlapping(x.grp)
+	if g.fails >= groupFails || hold {
 		for j := range q.evs {
 			if y := &q.evs[j]; y.grp == x.grp && (y.state == EVGood || y.state == EVSkip) {
 				q.setState(int32(j), EVAssumedBad)
 			}
 		}
+	}
+	if hold {
+		q.holdPath(x.grp, q.peer.pathDampOf(g.plane, g.t1).until)
 	}
 }
 

@@ -159,6 +159,19 @@ type evGroup struct {
 	deadAt    Time
 	probeAt   Time
 	probeMiss int
+
+	// Flap damping of the path (damp.go, pathAnswered): lost counts the
+	// group's probes lost since it was condemned, okSent is the send time
+	// of its latest answered probe (earlier probes that time out later
+	// are stale), and a held group's EVs stay ASSUMED_BAD, probed as one
+	// path, until it has answered through until. The outages themselves
+	// are counted per peer and path (peer.pathDamp), for every QP.
+	lost   int
+	okSent Time
+	missed int  // probes lost in a row while held and not condemned
+	missAt Time // send time of the first of them
+	held   bool
+	until  Time
 }
 
 // txMsg is a posted WR.
@@ -266,6 +279,7 @@ type qp struct {
 	cur           int
 	nBad          int
 	nextProbeScan Time
+	nPathHeld     int // groups held out as flapping (pathDamp)
 	ctrlCur       int
 	gbnEV         [wire.MaxPlanes]int32
 	gbnPrimary    wire.Plane

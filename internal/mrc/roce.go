@@ -192,19 +192,23 @@ func (q *qp) ccAllows(now Time, n int) bool {
 	if q.roce != nil {
 		return q.roce.rp.Ready(int64(now))
 	}
-	return q.peer.cc.canSend(n)
+	return q.peer.cc.canSend(now, n)
 }
 
 // ccOpen is ccAllows for the deadline computation: the pacer's time is
 // folded in by rocePace instead.
 func (q *qp) ccOpen() bool {
-	return q.roce != nil || q.peer.cc.canSend(q.e.cfg.MTU)
+	return q.roce != nil || q.peer.cc.windowOpen(q.e.cfg.MTU)
 }
 
-// rocePace delays a send time t to the DCQCN pacer's.
+// rocePace delays a send time t to the pacer's: DCQCN's, or that of a
+// window below one packet (cc.go, sent).
 func (q *qp) rocePace(t Time) Time {
-	if q.roce == nil || t == Never {
+	switch {
+	case t == Never:
 		return t
+	case q.roce == nil:
+		return max(t, q.peer.cc.nextSend)
 	}
 	return max(t, Time(q.roce.rp.NextSend()))
 }

@@ -200,7 +200,7 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	q.txSeq++
 	pk.ev, pk.sentAt, pk.seq, pk.ts = idx, now, q.txSeq, ts
 	pk.flags |= pktInFlight | pktSent
-	q.peer.cc.inflight += n
+	q.peer.cc.sent(now, n, q.srtt)
 	x.c.Sent++
 	q.stats.TxData++
 	q.stats.TxBytes += uint64(n)

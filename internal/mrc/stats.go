@@ -45,6 +45,7 @@ type QPCounters struct {
 	NoEVStalls               uint64 // send attempts with no usable EV
 	SendBlockedFail          uint64 // QP errors after RetryTimeout with work queued and nothing sendable (send.go runTimers)
 	LastEVKept               uint64 // losses on the last usable EV, SKIP, taken as congestion: it stays SKIP (evset.go lastCongested)
+	PathFlapHolds            uint64 // paths (EV groups: plane and T1) held out of use as flapping (damp.go pathDamp)
 	ReverseProbes, RevProbOK uint64
 	PortStatusRcvd           uint64
 	AlwaysSkipSent           uint64 // SACKs with M=ALWAYS_SKIP (responder)

@@ -18,7 +18,7 @@ import (
 
 // These tests hold softmrc's frames against an outside decoder: stock tshark
 // must see Ethernet / outer IPv6 / inner IPv6 / UDP 4791 / InfiniBand with
-// the right destination QP and PSN, and with tools/wireshark/mrc.lua loaded
+// the right destination QP and PSN, and with internal/wire/wireshark/mrc.lua loaded
 // it must also show the SACK bitmap, the reflected EV and the NACK reason.
 
 func addr(s string) wire.Addr128 { return wire.Addr128FromNetip(netip.MustParseAddr(s)) }
@@ -88,7 +88,7 @@ func writeCapture(t *testing.T) string {
 
 func luaPath(t *testing.T) string {
 	_, here, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(here), "..", "..", "tools", "wireshark", "mrc.lua")
+	p := filepath.Join(filepath.Dir(here), "..", "wire", "wireshark", "mrc.lua")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("dissector not found: %v", err)
 	}

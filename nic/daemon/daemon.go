@@ -68,6 +68,10 @@ type Daemon struct {
 	prober    *pathprobe.Prober  // path probes (pathprobe.go); nil when off; loop-only
 	probeBuf  []pathprobe.Probe
 	probesOff bool // paused by `paths stop` (overhead measurements)
+	// qpRetired sums the counters of destroyed QPs (qpcounters.go), so
+	// that the totals mrcctl and the metrics show never go back; loop only.
+	qpRetired map[string]uint64
+	qpScratch mrc.QPSnapshot
 	// regions is the applications' registered memory and the engine's
 	// mrc.Memory: each application (session) is one protection domain.
 	regions *regions.Table

@@ -343,6 +343,10 @@ func TestPacedPorts(t *testing.T) {
 		// the three attempts counts, like the rate band below.
 		bestRtx = min(bestRtx, rtx)
 		inBand = inBand || got >= rateBps/2
+		if el < minTime*95/100 {
+			t.Errorf("attempt %d: %d bytes left the port in %v, at %.0f Mb/s: pacing at %.0f Mb/s takes at least %v (after a %d-byte burst); the pacer is off or too fast",
+				attempt, sent, el, got/1e6, rateBps/1e6, minTime, burst)
+		}
 	}
 	if bestRtx > 3 {
 		t.Errorf("at least %d data packets retransmitted in each of three paced 1 MiB writes over a lossless pipe (want at most 3 in one): a pacer holds frames the engine counted as sent", bestRtx)

@@ -6,14 +6,13 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/tagmetrics"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
@@ -32,6 +31,7 @@ var (
 	descPortTxFull  = prometheus.NewDesc("mrc_port_tx_full_total", "Frames the port could not take (ring or pool full).", []string{"port", "plane"}, nil)
 	descPortUp      = prometheus.NewDesc("mrc_port_up", "1 when the port has carrier and is up.", []string{"port", "plane"}, nil)
 	descEngine      = prometheus.NewDesc("mrc_engine_events_total", "Engine-wide counters.", []string{"counter"}, nil)
+	descQPEvents    = prometheus.NewDesc("mrc_qp_events_total", "Every QP counter of the engine, summed over the daemon's QPs (destroyed ones included).", []string{"counter"}, nil)
 	descQPs         = prometheus.NewDesc("mrc_qps", "QPs open.", nil, nil)
 	descQPTx        = prometheus.NewDesc("mrc_qp_tx_bytes_total", "Payload bytes sent by a QP.", []string{"qpn"}, nil)
 	descQPRx        = prometheus.NewDesc("mrc_qp_rx_bytes_total", "Payload bytes received by a QP.", []string{"qpn"}, nil)
@@ -106,13 +106,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descPortUp, prometheus.GaugeValue, up, l...)
 	}
-	collectCounters(ch, d.counterFields())
+	tagmetrics.Collect(ch, daemonPrefix, d.counterFields(), nil)
 	type qpRow struct {
 		qpn         wire.QPN
 		tx, rx, rtx uint64
 		good        int
 	}
 	var ec mrc.EngineCounters
+	var qpTotals map[string]uint64
 	var rows []qpRow
 	paths := map[pathKey]*pathStats{}
 	done := make(chan struct{})
@@ -120,6 +121,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		defer close(done)
 		_ = d.exec(func() {
 			ec = d.eng.Counters()
+			qpTotals = d.qpTotals()
 			var s mrc.QPSnapshot
 			for _, q := range d.sortedQPs() {
 				s.EVs = s.EVs[:0]
@@ -144,6 +146,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, v := range engineMetrics(ec) {
 		counter(descEngine, v, k)
+	}
+	for k, v := range qpTotals {
+		counter(descQPEvents, v, k)
 	}
 	ch <- prometheus.MustNewConstMetric(descQPs, prometheus.GaugeValue, float64(len(rows)))
 	for _, r := range rows {
@@ -223,21 +228,13 @@ func snakeCase(s string) string {
 	return string(b)
 }
 
-// counterField is one counter of a counter struct, named by its tags.
-type counterField struct {
-	name, help string
-	load       func() uint64
-}
-
-// desc is the counter's metric: mrc_daemon_<name>_total with the help tag.
-func (f counterField) desc() *prometheus.Desc {
-	return prometheus.NewDesc("mrc_daemon_"+f.name+"_total", f.help, nil, nil)
-}
+// daemonPrefix names the daemon's own counters: mrc_daemon_<name>_total.
+const daemonPrefix = "mrc_daemon_"
 
 // counterSources are the structs whose tagged fields are the daemon's
 // counters (`mrcctl counters` "daemon." rows and mrc_daemon_*_total). A
-// field tagged metric:"name" help:"..." in any of them is exported; there is
-// no list of names to keep in step.
+// field tagged metric:"name" help:"..." in any of them is exported
+// (internal/tagmetrics); there is no list of names to keep in step.
 func (d *Daemon) counterSources() []any {
 	srcs := []any{&d.c, &d.oam, &d.tele}
 	if d.svc != nil {
@@ -247,61 +244,13 @@ func (d *Daemon) counterSources() []any {
 }
 
 // counterFields lists the tagged counters of every source.
-func (d *Daemon) counterFields() []counterField {
-	var out []counterField
+func (d *Daemon) counterFields() []tagmetrics.Field {
+	var out []tagmetrics.Field
 	for _, s := range d.counterSources() {
-		out = appendCounterFields(out, s)
+		out = append(out, tagmetrics.Fields(s)...)
 	}
 	return out
-}
-
-// collectCounters sends each field as its own counter metric.
-func collectCounters(ch chan<- prometheus.Metric, fs []counterField) {
-	for _, f := range fs {
-		ch <- prometheus.MustNewConstMetric(f.desc(), prometheus.CounterValue, float64(f.load()))
-	}
 }
 
 // daemonCounters is counter name -> value over counterFields.
-func (d *Daemon) daemonCounters() map[string]uint64 {
-	fs := d.counterFields()
-	m := make(map[string]uint64, len(fs))
-	for _, f := range fs {
-		m[f.name] = f.load()
-	}
-	return m
-}
-
-var atomicUint64 = reflect.TypeFor[atomic.Uint64]()
-
-// appendCounterFields appends the fields of *ptr (a pointer to a struct)
-// that carry a metric tag. A tagged field must be an atomic.Uint64 (read
-// with Load) or a uint64 (a loop-only counter, read as is, as before); any
-// other type is a programming error and panics at the first scrape, which
-// the package's tests do. The fields are mostly unexported (the counters
-// are the daemon's), so they are reached through their address: reflect
-// alone may read but not call methods on unexported fields.
-func appendCounterFields(out []counterField, ptr any) []counterField {
-	v := reflect.ValueOf(ptr).Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		name, ok := sf.Tag.Lookup("metric")
-		if !ok || name == "-" {
-			continue
-		}
-		addr := unsafe.Pointer(v.Field(i).UnsafeAddr())
-		f := counterField{name: name, help: sf.Tag.Get("help")}
-		switch {
-		case sf.Type == atomicUint64:
-			f.load = (*atomic.Uint64)(addr).Load
-		case sf.Type.Kind() == reflect.Uint64:
-			p := (*uint64)(addr)
-			f.load = func() uint64 { return *p }
-		default:
-			panic(fmt.Sprintf("daemon: counter %s.%s (metric %q) is a %s: want uint64 or atomic.Uint64", t, sf.Name, name, sf.Type))
-		}
-		out = append(out, f)
-	}
-	return out
-}
+func (d *Daemon) daemonCounters() map[string]uint64 { return tagmetrics.Map(d.counterFields()) }

@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"reflect"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/tagmetrics"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/service"
 )
@@ -110,35 +110,13 @@ func counterSourcesOf() *Daemon { return &Daemon{svc: &service.Service{}} }
 // silently in production. (The hand-kept list this replaces had missed
 // service.TelemetryDropped.)
 func TestCounterSourcesTagEveryCounter(t *testing.T) {
-	names := map[string]string{}
-	for _, src := range counterSourcesOf().counterSources() {
-		st := reflect.TypeOf(src).Elem()
-		for i := 0; i < st.NumField(); i++ {
-			sf := st.Field(i)
-			if sf.Type != atomicUint64 && sf.Type.Kind() != reflect.Uint64 {
-				continue
-			}
-			name, ok := sf.Tag.Lookup("metric")
-			where := st.String() + "." + sf.Name
-			switch {
-			case !ok:
-				t.Errorf("%s is a counter without a metric tag: add metric:\"name\" help:\"...\" (or metric:\"-\" if it is not one)", where)
-				continue
-			case name == "-":
-				continue
-			case name != snakeCase(name) || strings.ContainsAny(name, " -"):
-				t.Errorf("%s: metric name %q is not snake_case", where, name)
-			case sf.Tag.Get("help") == "":
-				t.Errorf("%s: metric %q has no help tag", where, name)
-			}
-			if prev, dup := names[name]; dup {
-				t.Errorf("metric %q named twice: %s and %s", name, prev, where)
-			}
-			names[name] = where
-		}
+	srcs := counterSourcesOf().counterSources()
+	for _, err := range tagmetrics.Check(srcs...) {
+		t.Error(err)
 	}
+	names := tagmetrics.Map(counterSourcesOf().counterFields())
 	for _, want := range []string{"loops", "cqes", "oam_sent", "telemetry_ticks", "sessions", "telemetry_sub_dropped"} {
-		if names[want] == "" {
+		if _, ok := names[want]; !ok {
 			t.Errorf("counter %q not found in the counter sources", want)
 		}
 	}
@@ -196,7 +174,7 @@ func TestNewCounterFieldIsExported(t *testing.T) {
 	s.loopy = 9
 	s.notMine = 11
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(fieldsCollector(appendCounterFields(nil, &s)))
+	reg.MustRegister(fieldsCollector(tagmetrics.Fields(&s)))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -214,20 +192,11 @@ func TestNewCounterFieldIsExported(t *testing.T) {
 	}
 }
 
-// A tagged field of another type is refused loudly.
-func TestCounterFieldWrongTypePanics(t *testing.T) {
-	var s struct {
-		n int `metric:"bad" help:"x"`
-	}
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "want uint64 or atomic.Uint64") {
-			t.Errorf("recover() = %v, want a panic naming the allowed types", r)
-		}
-	}()
-	appendCounterFields(nil, &s)
-}
-
-type fieldsCollector []counterField
+type fieldsCollector []tagmetrics.Field
 
 func (c fieldsCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
-func (c fieldsCollector) Collect(ch chan<- prometheus.Metric) { collectCounters(ch, c) }
+func (c fieldsCollector) Collect(ch chan<- prometheus.Metric) {
+	tagmetrics.Collect(ch, daemonPrefix, c, nil)
+}
+
+var atomicUint64 = reflect.TypeFor[atomic.Uint64]()

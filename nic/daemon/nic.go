@@ -218,6 +218,7 @@ func (d *Daemon) destroy(q *qpState) {
 	}
 	q.backlog = nil
 	d.teleFinal(q.qpn)
+	d.retireQPCounters(q.qpn)
 	_ = d.eng.DestroyQP(q.qpn)
 	d.completions()
 	delete(d.qps, q.qpn)
@@ -560,7 +561,8 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 				RemoteQPN: uint32(s.Peer.QPN), SRTTus: float64(s.SRTT) / 1e3, Cwnd: s.Cwnd, InFlight: s.InFlight,
 				Backlog: len(q.backlog), TxData: s.Counters.TxData, TxRtx: s.Counters.TxRtx, TxBytes: s.Counters.TxBytes,
 				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,
-				Losses: s.Counters.Losses, EVs: len(s.EVs)}
+				Losses: s.Counters.Losses, EVs: len(s.EVs), Counters: map[string]uint64{}}
+			addQPCounters(r.Counters, &s.Counters)
 			if s.RoCE != nil {
 				r.RateGbps, r.CNPsRx, r.CNPsTx = s.RoCE.Rate/1e9, s.RoCE.RxCNP, s.RoCE.TxCNP
 			}
@@ -590,7 +592,7 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 		return rows, nil
 	case vproto.CtlCounters:
 		n, b := d.regions.Count()
-		return vproto.Counters{Engine: d.engineCounters(), Daemon: d.daemonCounters(), Ports: d.portStatus(),
+		return vproto.Counters{Engine: d.engineCounters(), QPs: d.qpTotals(), Daemon: d.daemonCounters(), Ports: d.portStatus(),
 			Regions: n, Bytes: b}, nil
 	case vproto.CtlDeny, vproto.CtlAllow:
 		return d.ctlDeny(caller, req)

@@ -92,6 +92,7 @@ type teleQP struct {
 	noEV, msgs, ecn, trims          uint64
 	inflightAtBad                   uint64
 	evs                             [wire.MaxPlanes][len(telemetry.EVStates)]uint16
+	more                            [maxQPCounterFields]uint64 // every uint64 QPCounters field (qpCounterFields)
 }
 
 type telePort struct {
@@ -241,6 +242,7 @@ func (d *Daemon) teleFill(k *teleTick, only *wire.QPN) {
 			acked: c.AckedBytes, tx: c.TxBytes, rtx: c.RtxBytes, txPkts: c.TxData, rtxPkts: c.TxRtx, rx: c.RxBytes,
 			losses: c.Losses, timeouts: c.Timeouts, nacks: c.RxNACK, noEV: c.NoEVStalls, msgs: c.MsgsSent, inflightAtBad: c.InFlightAtBad})
 		q := &k.qps[len(k.qps)-1]
+		copyQPCounters(&q.more, c)
 		for i := range s.EVs {
 			e := &s.EVs[i]
 			q.ecn += e.ECN
@@ -274,6 +276,15 @@ func (d *Daemon) teleEncoder() {
 		for st, name := range telemetry.EVStates {
 			evKeys[p][st] = telemetry.EVStateKey(p, name)
 			qpKeys = append(qpKeys, evKeys[p][st])
+		}
+	}
+	// Every other QP counter, by its snake_case name (qpcounters.go);
+	// the ones the keys above already carry are not repeated.
+	var moreIdx []int
+	for i, f := range qpCounterFields {
+		if !slices.Contains(qpKeys, f.key) && f.key != "in_flight_at_bad" {
+			moreIdx = append(moreIdx, i)
+			qpKeys = append(qpKeys, f.key)
 		}
 	}
 	qpRec := telemetry.NewRecord(qpKeys...)
@@ -328,6 +339,9 @@ func (d *Daemon) teleEncoder() {
 				for st := range telemetry.EVStates {
 					r.Set(evKeys[p][st], float64(q.evs[p][st]))
 				}
+			}
+			for _, i := range moreIdx {
+				r.Set(qpCounterFields[i].key, float64(q.more[i]))
 			}
 			idBuf = fmt.Appendf(idBuf[:0], "%#06x", uint32(q.qpn))
 			lines = r.Append(lines, k.t, src, telemetry.KindQP, string(idBuf))

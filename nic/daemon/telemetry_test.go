@@ -183,6 +183,16 @@ func TestTelemetryWatch(t *testing.T) {
 	if last[telemetry.KeyTxBytes] < last[telemetry.KeyAckedBytes] || last[telemetry.KeyQPState] != 1 {
 		t.Errorf("last QP sample %v: want tx_bytes >= acked_bytes and state 1 (READY)", last)
 	}
+	// Every QP counter of the engine is in the sample by its snake_case
+	// name (qpcounters.go), not only the hand-picked keys above.
+	for _, k := range []string{"tx_data", "rx_data", "send_blocked_fail", "last_ev_kept", "path_flap_holds"} {
+		if _, ok := last[k]; !ok {
+			t.Errorf("QP sample has no %q: %v", k, last)
+		}
+	}
+	if last["tx_data"] == 0 {
+		t.Errorf("QP sample tx_data = 0 after a transfer: %v", last)
+	}
 	evs := 0.0
 	for k, v := range last {
 		if _, _, ok := telemetry.ParseEVStateKey(k); ok {

@@ -68,13 +68,24 @@ func tcpStream(tb testing.TB, tp *topo, d time.Duration) float64 {
 		n, _ := io.Copy(io.Discard, c)
 		got.Store(n)
 	}()
+	var dl net.Dialer
+	return sendFor(tb, tp.h[0].ns, dl.Dial, addr, d)
+}
+
+// sendFor dials addr from namespace ns with dial, writes 64 KiB buffers
+// for d (or until a write fails) and closes the connection; it returns the
+// bytes per second written. The dialer is the caller's (plain TCP, MPTCP):
+// the send loop is the same for every kernel baseline.
+func sendFor(tb testing.TB, ns string, dial func(network, addr string) (net.Conn, error), addr string, d time.Duration) float64 {
+	tb.Helper()
 	var c net.Conn
-	inNS(tb, tp.h[0].ns, func() {
+	inNS(tb, ns, func() {
 		var err error
-		if c, err = net.Dial("tcp", addr); err != nil {
-			tb.Fatal(err)
+		if c, err = dial("tcp", addr); err != nil {
+			tb.Fatalf("dial %s from %s: %v", addr, ns, err)
 		}
 	})
+	defer c.Close()
 	buf := make([]byte, 64<<10)
 	start := time.Now()
 	var sent int64
@@ -85,9 +96,7 @@ func tcpStream(tb testing.TB, tp *topo, d time.Duration) float64 {
 			break
 		}
 	}
-	el := time.Since(start)
-	c.Close()
-	return float64(sent) / el.Seconds()
+	return float64(sent) / time.Since(start).Seconds()
 }
 
 // udpPingPong returns the typical (median) half round trip, in µs, of a

@@ -417,27 +417,9 @@ func mptcpStream(tb testing.TB, tp *topo, d time.Duration) (bps, plane1Share flo
 	for i, p := range ports {
 		before[i] = linkBytes(tb, tp.h[0].ns, p.Interface, "tx")
 	}
-	var c net.Conn
-	inNS(tb, tp.h[0].ns, func() {
-		var dl net.Dialer
-		dl.SetMultipathTCP(true)
-		var err error
-		if c, err = dl.Dial("tcp", addr); err != nil {
-			tb.Fatal(err)
-		}
-	})
-	buf := make([]byte, 64<<10)
-	start := time.Now()
-	var sent int64
-	for time.Since(start) < d {
-		n, err := c.Write(buf)
-		sent += int64(n)
-		if err != nil {
-			break
-		}
-	}
-	el := time.Since(start)
-	c.Close()
+	var dl net.Dialer
+	dl.SetMultipathTCP(true)
+	bps = sendFor(tb, tp.h[0].ns, dl.Dial, addr, d)
 	var total, p1 uint64
 	for i, p := range ports {
 		n := linkBytes(tb, tp.h[0].ns, p.Interface, "tx") - before[i]
@@ -452,7 +434,7 @@ func mptcpStream(tb testing.TB, tp *topo, d time.Duration) (bps, plane1Share flo
 	if total == 0 || p1 < total/100 {
 		tb.Fatalf("MPTCP: h0 sent %d B, %d B of them on plane 1: the second subflow carried nothing (ip -n %s mptcp endpoint show)", total, p1, tp.h[1].ns)
 	}
-	return float64(sent) / el.Seconds(), float64(p1) / float64(total)
+	return bps, float64(p1) / float64(total)
 }
 
 // idleCPU reads each daemon's utime+stime from /proc/PID/stat over window

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"image/color"
 	"image/png"
 	"net"
@@ -17,7 +18,6 @@ import (
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/fabricpic"
 	"github.com/softmrc/softmrc/nic/pathprobe"
-	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // TestTestbedMapperAgents: the collector on one host gathers every host's
@@ -144,12 +144,8 @@ func TestTestbedMapperAgents(t *testing.T) {
 	if err != nil || !strings.Contains(string(w), "deny link "+link+" on 0 NICs") || !strings.Contains(string(w), "token") {
 		t.Fatalf("watch --deny over the agents with a wrong token: %v, want every agent to refuse it\n%s", err, w)
 	}
-	var rows []vproto.DenyRow
 	for _, h := range hosts {
-		if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
-			t.Fatal(err)
-		}
-		if len(rows) != 0 {
+		if rows := denyRows(t, tb, h); len(rows) != 0 {
 			t.Fatalf("%s's denylist after a deny without the token: %+v, want empty", h, rows)
 		}
 	}
@@ -157,10 +153,7 @@ func TestTestbedMapperAgents(t *testing.T) {
 	if err != nil || !strings.Contains(string(w), "deny link "+link+" on 4 NICs") {
 		t.Fatalf("watch --deny over the agents: %v\n%s", err, w)
 	}
-	if err := ctlJSON(tb.hosts["h3"].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != 1 || rows[0].Entry != "link "+link {
+	if rows := denyRows(t, tb, "h3"); len(rows) != 1 || rows[0].Entry != "link "+link {
 		t.Fatalf("h3's denylist after watch --deny over the agents: %+v", rows)
 	}
 	t.Logf("watch --deny over the agents:\n%s", w)
@@ -174,25 +167,10 @@ func TestTestbedMapperDenySwitch(t *testing.T) {
 	requireNetns(t)
 	hosts := []string{"h0", "h3"}
 	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, hosts...)
-	var wout lockedBuffer
-	w := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "watch", "--dir", tb.dir, "--deny", "--hold", "300ms",
-		"--interval", "50ms", "--duration", "30s")
-	w.Stdout, w.Stderr = &wout, &wout
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		w.Process.Kill()
-		w.Wait()
-		t.Logf("mrc-mapper watch:\n%s", wout.String())
-	}()
+	wout := startDenyWatch(t, tb, "300ms")
 	entries := func(h string) []string {
-		var rows []vproto.DenyRow
-		if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
-			t.Fatal(err)
-		}
 		var e []string
-		for _, r := range rows {
+		for _, r := range denyRows(t, tb, h) {
 			e = append(e, r.Entry)
 		}
 		slices.Sort(e)
@@ -200,14 +178,7 @@ func TestTestbedMapperDenySwitch(t *testing.T) {
 	}
 	waitFor := func(what string, limit time.Duration, cond func() bool) time.Duration {
 		t.Helper()
-		start := time.Now()
-		for !cond() {
-			if time.Since(start) > limit {
-				t.Fatalf("%s: not within %v (h0 %v, h3 %v)", what, limit, entries("h0"), entries("h3"))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return time.Since(start)
+		return waitUntil(t, what, limit, cond, func() string { return fmt.Sprintf("h0 %v, h3 %v", entries("h0"), entries("h3")) })
 	}
 	// The watch must have seen the switch's links good first.
 	waitFor("a whole map of the clean fabric", 5*time.Second, func() bool { return mapSeen(tb) })

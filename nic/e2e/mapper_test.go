@@ -250,6 +250,56 @@ func ctlJSON(sock string, req vproto.CtlRequest, out any) error {
 	return d.Ctl(req, out)
 }
 
+// startDenyWatch starts `mrc-mapper watch --deny` over tb's files with
+// the given --hold (50 ms interval, 30 s at most); it is killed and its
+// output logged when the test ends. The output is returned for the test's
+// own checks.
+func startDenyWatch(t *testing.T, tb *testbed, hold string) *lockedBuffer {
+	t.Helper()
+	wout := new(lockedBuffer)
+	w := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "watch", "--dir", tb.dir, "--deny", "--hold", hold,
+		"--interval", "50ms", "--duration", "30s")
+	w.Stdout, w.Stderr = wout, wout
+	if err := w.Start(); err != nil {
+		t.Fatalf("start mrc-mapper watch: %v", err)
+	}
+	t.Cleanup(func() {
+		w.Process.Kill()
+		w.Wait()
+		t.Logf("mrc-mapper watch:\n%s", wout.String())
+	})
+	return wout
+}
+
+// denyRows is host h's denylist, read over its device socket.
+func denyRows(t *testing.T, tb *testbed, h string) []vproto.DenyRow {
+	t.Helper()
+	var rows []vproto.DenyRow
+	if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
+		t.Fatalf("%s's denylist: %v", h, err)
+	}
+	return rows
+}
+
+// waitUntil polls cond every 20 ms until it holds and returns how long
+// that took; after limit the test fails, saying what it waited for and,
+// when state is not nil, what state() shows then.
+func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool, state func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			msg := ""
+			if state != nil {
+				msg = " (" + state() + ")"
+			}
+			t.Fatalf("%s: not within %v%s", what, limit, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
 // TestTestbedMapperDeny: mrc-mapper watch --deny sees a blackholed T0–T1
 // link it was not told about, denies it on the NICs, a verified transfer
 // started afterwards sends nothing over it (its switch ports send and
@@ -259,36 +309,12 @@ func TestTestbedMapperDeny(t *testing.T) {
 	requireNetns(t)
 	hosts := []string{"h0", "h3"}
 	tb := upTestbedWith(t, "clos-2p", func(c *config.Config) { c.PathProbes = 5 * time.Millisecond }, nil, hosts...)
-	var wout lockedBuffer
-	w := exec.Command(filepath.Join(tb.bin, "mrc-mapper"), "watch", "--dir", tb.dir, "--deny", "--hold", "500ms",
-		"--interval", "50ms", "--duration", "30s")
-	w.Stdout, w.Stderr = &wout, &wout
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		w.Process.Kill()
-		w.Wait()
-		t.Logf("mrc-mapper watch:\n%s", wout.String())
-	}()
+	startDenyWatch(t, tb, "500ms")
 	const link = "p0-t0-0--p0-t1-1"
-	denyList := func(h string) []vproto.DenyRow {
-		var rows []vproto.DenyRow
-		if err := ctlJSON(tb.hosts[h].cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlDenylist}, &rows); err != nil {
-			t.Fatal(err)
-		}
-		return rows
-	}
+	denyList := func(h string) []vproto.DenyRow { return denyRows(t, tb, h) }
 	waitFor := func(what string, limit time.Duration, cond func() bool) time.Duration {
 		t.Helper()
-		start := time.Now()
-		for !cond() {
-			if time.Since(start) > limit {
-				t.Fatalf("%s: not within %v", what, limit)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return time.Since(start)
+		return waitUntil(t, what, limit, cond, nil)
 	}
 	time.Sleep(500 * time.Millisecond) // a clean window first
 	paths, err := exec.Command(filepath.Join(tb.bin, "mrcctl"), "-d", tb.hosts["h0"].cfg.DeviceSocket, "paths").CombinedOutput()

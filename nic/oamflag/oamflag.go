@@ -1,7 +1,8 @@
-// Package oamflag holds the command-line arguments that mrc-ping and
-// mrc-traceroute share: mrc-nicd's device socket, the path to follow
-// (--ev N or --path PLANE,T1), the time to wait for each probe and the
-// one HOST operand, with the same bounds and error messages in both.
+// Package oamflag holds what mrc-ping and mrc-traceroute share up to
+// their first probe: the command-line arguments (mrc-nicd's device socket,
+// the path to follow, --ev N or --path PLANE,T1, the time to wait for each
+// probe and the one HOST operand, with the same bounds and error messages
+// in both) and opening the device with the path's hops (Flags.Open).
 package oamflag
 
 import (
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/verbs"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // MaxWait bounds the time a tool waits for one probe.
@@ -96,4 +99,25 @@ func ParseEV(ev, path string) (wire.EV, error) {
 		return wire.MakeEV(wire.Plane(pl), uint8(t1), 0), nil
 	}
 	return wire.MakeEV(0, 0, 0), nil
+}
+
+// Open connects to mrc-nicd's device socket (-d) and asks it for the hops
+// of the uSID path to host along ev (with reflect, the path there and back
+// through T1 index back): the first step of every OAM tool. The caller
+// closes the device.
+func (f *Flags) Open(host string, ev wire.EV, reflect bool, back int) (*verbs.Device, []vproto.OAMHop, error) {
+	d, err := verbs.Open(f.Dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	var hops []vproto.OAMHop
+	if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlOAMTrace, Peer: host, EV: uint32(ev), Reflect: reflect, Back: back}, &hops); err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	if len(hops) == 0 {
+		d.Close()
+		return nil, nil, fmt.Errorf("mrc-nicd names no hop on the path to %s along EV %v: check its path template (mrcctl paths)", host, ev)
+	}
+	return d, hops, nil
 }

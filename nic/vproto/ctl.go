@@ -137,6 +137,9 @@ type QPRow struct {
 	Losses    uint64  `json:"losses"`
 	EVs       int     `json:"evs"`
 	GoodEVs   int     `json:"good_evs"`
+	// Counters is every counter of the engine's QP (mrc.QPCounters'
+	// uint64 fields) by snake_case name.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // EVRow is one row of `mrcctl evs QPN`.
@@ -162,7 +165,10 @@ type EVRow struct {
 // Counters is the answer of `mrcctl counters`: the engine's, the run
 // loop's and each port's counters by name.
 type Counters struct {
-	Engine  map[string]uint64 `json:"engine"`
+	Engine map[string]uint64 `json:"engine"`
+	// QPs sums every QP counter (mrc.QPCounters' uint64 fields, by
+	// snake_case name) over the daemon's QPs, the destroyed ones included.
+	QPs     map[string]uint64 `json:"qps,omitempty"`
 	Daemon  map[string]uint64 `json:"daemon"`
 	Ports   []PortStatus      `json:"ports"`
 	Regions int               `json:"regions"`

@@ -109,26 +109,30 @@ func (f FaultState) String() string {
 
 // Counters are a port's counters. Every frame the switch program sees is
 // counted once as forwarded, passed to the kernel or dropped for a reason.
+// The tags make the switch's per-port metrics, softmrc_switch_<metric>_total
+// (internal/tagmetrics): a field added here with a metric and help tag is
+// exported with no other edit.
 type Counters struct {
-	RxPackets uint64 `json:"rx_packets"`
-	RxBytes   uint64 `json:"rx_bytes"`
-	TxPackets uint64 `json:"tx_packets"`
-	TxBytes   uint64 `json:"tx_bytes"`
-	Forwarded uint64 `json:"forwarded"`
-	Pass      uint64 `json:"pass"` // handed to the kernel (non-IPv6, own addresses)
-	ECNMarked uint64 `json:"ecn_marked"`
-	Trimmed   uint64 `json:"trimmed"`
-	Drops     Drops  `json:"drops"`
+	RxPackets uint64 `json:"rx_packets" metric:"rx_packets" help:"Frames received on the port and seen by the switch program."`
+	RxBytes   uint64 `json:"rx_bytes" metric:"rx_bytes" help:"Bytes received on the port."`
+	TxPackets uint64 `json:"tx_packets" metric:"tx_packets" help:"Frames sent out of the port."`
+	TxBytes   uint64 `json:"tx_bytes" metric:"tx_bytes" help:"Bytes sent out of the port."`
+	Forwarded uint64 `json:"forwarded" metric:"forwarded" help:"Frames forwarded out of the port."`
+	Pass      uint64 `json:"pass" metric:"pass" help:"Frames received on the port and handed to the kernel."` // non-IPv6, own addresses
+	ECNMarked uint64 `json:"ecn_marked" metric:"ecn_marked" help:"Frames CE-marked on the port."`
+	Trimmed   uint64 `json:"trimmed" metric:"trimmed" help:"Frames trimmed on the port."`
+	Drops     Drops  `json:"drops" metric:"dropped" help:"Frames dropped, by reason." label:"reason"`
 }
 
-// Drops are dropped frames by reason.
+// Drops are dropped frames by reason. The metric tag is the reason's label
+// value in softmrc_switch_dropped_total (internal/tagmetrics).
 type Drops struct {
-	NoRoute        uint64 `json:"no_route"`
-	HopLimit       uint64 `json:"hop_limit"`
-	Fault          uint64 `json:"fault"`
-	Buffer         uint64 `json:"buffer"`
-	Malformed      uint64 `json:"malformed"`
-	EndOfContainer uint64 `json:"end_of_container"`
+	NoRoute        uint64 `json:"no_route" metric:"no_route"`
+	HopLimit       uint64 `json:"hop_limit" metric:"hop_limit"`
+	Fault          uint64 `json:"fault" metric:"fault"`
+	Buffer         uint64 `json:"buffer" metric:"buffer"`
+	Malformed      uint64 `json:"malformed" metric:"malformed"`
+	EndOfContainer uint64 `json:"end_of_container" metric:"end_of_container"`
 }
 
 // Total is the sum of all drop reasons.

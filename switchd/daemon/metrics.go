@@ -6,41 +6,39 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/softmrc/softmrc/internal/tagmetrics"
 	"github.com/softmrc/softmrc/switchd/ctl"
 )
 
 // Metric names. Counters are read from the data plane at scrape time, so
-// they are exact and survive a daemon restart (the maps are pinned).
+// they are exact and survive a daemon restart (the maps are pinned). The
+// per-port counters are generated from the tags of ctl.Counters
+// (internal/tagmetrics), so the list below holds only what is not a counter
+// of that struct.
+const prefix = "softmrc_switch_"
+
 var (
 	labelsPort = []string{"switch", "port", "interface", "role"}
 
-	descRxPackets = prometheus.NewDesc("softmrc_switch_rx_packets_total", "Frames received on the port and seen by the switch program.", labelsPort, nil)
-	descRxBytes   = prometheus.NewDesc("softmrc_switch_rx_bytes_total", "Bytes received on the port.", labelsPort, nil)
-	descTxPackets = prometheus.NewDesc("softmrc_switch_tx_packets_total", "Frames sent out of the port.", labelsPort, nil)
-	descTxBytes   = prometheus.NewDesc("softmrc_switch_tx_bytes_total", "Bytes sent out of the port.", labelsPort, nil)
-	descForwarded = prometheus.NewDesc("softmrc_switch_forwarded_total", "Frames forwarded out of the port.", labelsPort, nil)
-	descPass      = prometheus.NewDesc("softmrc_switch_pass_total", "Frames received on the port and handed to the kernel.", labelsPort, nil)
-	descMarked    = prometheus.NewDesc("softmrc_switch_ecn_marked_total", "Frames CE-marked on the port.", labelsPort, nil)
-	descTrimmed   = prometheus.NewDesc("softmrc_switch_trimmed_total", "Frames trimmed on the port.", labelsPort, nil)
-	descDropped   = prometheus.NewDesc("softmrc_switch_dropped_total", "Frames dropped, by reason.", append(append([]string{}, labelsPort...), "reason"), nil)
-	descFault     = prometheus.NewDesc("softmrc_switch_port_fault", "1 when a fault of this kind is set on the port.", append(append([]string{}, labelsPort...), "fault"), nil)
-	descLoss      = prometheus.NewDesc("softmrc_switch_port_loss_probability", "Injected random loss probability.", labelsPort, nil)
-	descHang      = prometheus.NewDesc("softmrc_switch_hang", "1 while the data plane is hung by a fault.", []string{"switch"}, nil)
-	descReady     = prometheus.NewDesc("softmrc_switch_ready", "1 when the switch is programmed and forwarding.", []string{"switch"}, nil)
-	descScrapeErr = prometheus.NewDesc("softmrc_switch_scrape_errors", "1 when the last scrape could not read the data plane.", []string{"switch"}, nil)
+	descFault     = prometheus.NewDesc(prefix+"port_fault", "1 when a fault of this kind is set on the port.", append(slices.Clone(labelsPort), "fault"), nil)
+	descLoss      = prometheus.NewDesc(prefix+"port_loss_probability", "Injected random loss probability.", labelsPort, nil)
+	descHang      = prometheus.NewDesc(prefix+"hang", "1 while the data plane is hung by a fault.", []string{"switch"}, nil)
+	descReady     = prometheus.NewDesc(prefix+"ready", "1 when the switch is programmed and forwarding.", []string{"switch"}, nil)
+	descScrapeErr = prometheus.NewDesc(prefix+"scrape_errors", "1 when the last scrape could not read the data plane.", []string{"switch"}, nil)
 )
 
 type collector struct{ d *Daemon }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRxPackets, descRxBytes, descTxPackets, descTxBytes, descForwarded, descPass, descMarked, descTrimmed, descDropped, descFault, descLoss, descHang, descReady, descScrapeErr} {
+	tagmetrics.Describe(ch, prefix, tagmetrics.Fields(&ctl.Counters{}), labelsPort)
+	for _, d := range []*prometheus.Desc{descFault, descLoss, descHang, descReady, descScrapeErr} {
 		ch <- d
 	}
 }
@@ -69,50 +67,23 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, p := range st.Ports {
-		lv := []string{name, p.Name, p.Interface, p.Role}
-		k := p.Counters
-		counter := func(desc *prometheus.Desc, v uint64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), append(append([]string{}, lv...), extra...)...)
-		}
-		counter(descRxPackets, k.RxPackets)
-		counter(descRxBytes, k.RxBytes)
-		counter(descTxPackets, k.TxPackets)
-		counter(descTxBytes, k.TxBytes)
-		counter(descForwarded, k.Forwarded)
-		counter(descPass, k.Pass)
-		counter(descMarked, k.ECNMarked)
-		counter(descTrimmed, k.Trimmed)
-		for _, r := range dropReasons(k.Drops) {
-			counter(descDropped, r.v, r.name)
-		}
-		f := p.Fault
-		for _, fk := range []struct {
-			name string
-			on   bool
-		}{{"down", f.Down}, {"blackhole", f.Blackhole}, {"loss", f.Loss > 0}, {"flap", f.FlapOnNS > 0}} {
-			ch <- prometheus.MustNewConstMetric(descFault, prometheus.GaugeValue, b2f(fk.on), append(append([]string{}, lv...), fk.name)...)
-		}
-		ch <- prometheus.MustNewConstMetric(descLoss, prometheus.GaugeValue, f.Loss, lv...)
+		collectPort(ch, name, p)
 	}
 }
 
-type reason struct {
-	name string
-	v    uint64
-}
-
-// dropReasons lists every field of ctl.Drops under its JSON name (the name
-// `mrc-switchctl` shows): a reason added to ctl.Drops is exported as
-// softmrc_switch_dropped_total{reason=...} with no edit here.
-func dropReasons(d ctl.Drops) []reason {
-	v := reflect.ValueOf(d)
-	t := v.Type()
-	out := make([]reason, 0, t.NumField())
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out = append(out, reason{name, v.Field(i).Uint()})
+// collectPort sends the metrics of one port: every tagged counter of
+// ctl.Counters, then the fault gauges.
+func collectPort(ch chan<- prometheus.Metric, sw string, p ctl.PortStats) {
+	lv := []string{sw, p.Name, p.Interface, p.Role}
+	tagmetrics.Collect(ch, prefix, tagmetrics.Fields(&p.Counters), labelsPort, lv...)
+	f := p.Fault
+	for _, fk := range []struct {
+		name string
+		on   bool
+	}{{"down", f.Down}, {"blackhole", f.Blackhole}, {"loss", f.Loss > 0}, {"flap", f.FlapOnNS > 0}} {
+		ch <- prometheus.MustNewConstMetric(descFault, prometheus.GaugeValue, b2f(fk.on), append(slices.Clone(lv), fk.name)...)
 	}
-	return out
+	ch <- prometheus.MustNewConstMetric(descLoss, prometheus.GaugeValue, f.Loss, lv...)
 }
 
 type metricsServer struct {

@@ -30,10 +30,7 @@ func equalEVsPerPlane(t *testing.T, seed uint64) (share0 float64, ok bool) {
 	sc.T1s = 2
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 48<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 48<<20, 64<<10, 64)
 	fl.StartAt(0)
 	const hang, check, reboot = 200 * us, 400 * us, 800 * us
 	f.Sim.At(hang, func() { f.Sim.T1(0, 1).SetHung(true) })

@@ -40,10 +40,7 @@ func TestPayloadEfficiency(t *testing.T) {
 // message, in order; goodput samples are monotonic.
 func TestFlowBookkeeping(t *testing.T) {
 	f := newFabric(t, crossT1(100), 3, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 1<<20, 64<<10, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 1<<20, 64<<10, 4)
 	fl.Imm = true
 	fl.StartAt(10 * us)
 	if !f.RunUntilDone(1e9) {

@@ -33,6 +33,17 @@ func newFabric(t *testing.T, sc fabricsim.Config, seed uint64, tune func(int, *m
 	return f
 }
 
+// connect opens a flow on f (Fabric.Connect's arguments); a refusal fails
+// the test.
+func connect(t *testing.T, f *Fabric, src, dst int, qc mrc.QPConfig, size, msgSize, depth int) *Flow {
+	t.Helper()
+	fl, err := f.Connect(src, dst, qc, size, msgSize, depth)
+	if err != nil {
+		t.Fatalf("connect h%d->h%d: %v", src, dst, err)
+	}
+	return fl
+}
+
 func checkFlow(t *testing.T, fl *Flow) {
 	t.Helper()
 	if !fl.Done() {
@@ -64,10 +75,7 @@ func bandwidth(t *testing.T, seed uint64) float64 {
 	sc := crossT1(100)
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 64<<20, 256<<10, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 64<<20, 256<<10, 16)
 	fl.StartAt(0)
 	f.RunUntilDone(1e9)
 	checkFlow(t, fl)
@@ -88,10 +96,7 @@ func runLoss(t *testing.T, seed uint64, p float64, tr mrc.Transport, size int, l
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
 	f.Sim.SetLossAll(p)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{Transport: tr}, size, 256<<10, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{Transport: tr}, size, 256<<10, 16)
 	fl.StartAt(0)
 	f.RunUntilDone(limit)
 	if !fl.Done() {
@@ -177,12 +182,7 @@ func every(s *fabricsim.Sim, t0, t1, step int64, fn func(now int64)) {
 func TestScenarioBlackhole(t *testing.T) {
 	detect := dist{name: "detection time / srtt"}
 	share := dist{name: "goodput after detection / capacity"}
-	sweep(t, func(t *testing.T, seed uint64) {
-		if d, g, ok := blackhole(t, seed); ok {
-			detect.add(seed, d)
-			share.add(seed, g)
-		}
-	})
+	sweepPair(t, &detect, &share, blackhole)
 	detect.eachWithin(t, 0, 3)
 	share.eachAtLeast(t, 0.95)
 }
@@ -194,10 +194,7 @@ func blackhole(t *testing.T, seed uint64) (detectRTT, share float64, ok bool) {
 	sc := crossT1(100)
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 64<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 64<<20, 64<<10, 64)
 	const plane, t1 = 0, 1
 	link := f.Sim.FabricLink(plane, 0, t1)
 	const fault, restore = 300 * us, 900 * us
@@ -307,12 +304,7 @@ func blackhole(t *testing.T, seed uint64) (detectRTT, share float64, ok bool) {
 func TestScenarioReceiverPortDown(t *testing.T) {
 	down := dist{name: "goodput while down / ((P-1)/P capacity)"}
 	up := dist{name: "goodput after up / capacity"}
-	sweep(t, func(t *testing.T, seed uint64) {
-		if d, u, ok := receiverPortDown(t, seed); ok {
-			down.add(seed, d)
-			up.add(seed, u)
-		}
-	})
+	sweepPair(t, &down, &up, receiverPortDown)
 	down.eachWithin(t, 0.95, 1.05)
 	up.eachAtLeast(t, 0.95)
 }
@@ -321,10 +313,7 @@ func receiverPortDown(t *testing.T, seed uint64) (downShare, upShare float64, ok
 	sc := crossT1(100)
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 96<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 96<<20, 64<<10, 64)
 	const plane = 3
 	const down, up = 300 * us, 1300 * us
 	fl.StartAt(0)
@@ -447,10 +436,7 @@ func ecnBalance(t *testing.T, sc fabricsim.Config, seed uint64, slots int) float
 		f := newFabric(t, sc, seed, skew)
 		var fls [2]*Flow
 		for i := range fls {
-			fl, err := f.Connect(i, i+2, mrc.QPConfig{NumEVs: slots}, 16<<20, 64<<10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fl := connect(t, f, i, i+2, mrc.QPConfig{NumEVs: slots}, 16<<20, 64<<10, 64)
 			fl.StartAt(0)
 			fls[i] = fl
 		}
@@ -497,10 +483,9 @@ func ecnBalance(t *testing.T, sc fabricsim.Config, seed uint64, slots int) float
 func TestScenarioIncast(t *testing.T) {
 	jain := dist{name: "Jain fairness of the seven"}
 	victim := dist{name: "victim beside the incast / alone"}
-	sweep(t, func(t *testing.T, seed uint64) {
+	sweepPair(t, &jain, &victim, func(t *testing.T, seed uint64) (float64, float64, bool) {
 		j, v := incast(t, seed)
-		jain.add(seed, j)
-		victim.add(seed, v)
+		return j, v, true
 	})
 	jain.eachAtLeast(t, 0.95)
 	victim.eachAtLeast(t, 0.95)
@@ -517,10 +502,7 @@ func incast(t *testing.T, seed uint64) (jain, victim float64) {
 
 	// The victim alone.
 	f := newFabric(t, sc, seed, nil)
-	v, err := f.Connect(9, 1, mrc.QPConfig{}, victimSize, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := connect(t, f, 9, 1, mrc.QPConfig{}, victimSize, 64<<10, 64)
 	v.StartAt(0)
 	f.RunUntilDone(1e9)
 	checkFlow(t, v)
@@ -528,17 +510,11 @@ func incast(t *testing.T, seed uint64) (jain, victim float64) {
 	f = newFabric(t, sc, seed, nil)
 	var in []*Flow
 	for s := 2; s <= 8; s++ {
-		fl, err := f.Connect(s, 0, mrc.QPConfig{}, 4<<20, 64<<10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fl := connect(t, f, s, 0, mrc.QPConfig{}, 4<<20, 64<<10, 64)
 		fl.StartAt(0)
 		in = append(in, fl)
 	}
-	vi, err := f.Connect(9, 1, mrc.QPConfig{}, victimSize, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vi := connect(t, f, 9, 1, mrc.QPConfig{}, victimSize, 64<<10, 64)
 	vi.StartAt(0)
 	f.RunUntilDone(1e9)
 	first := int64(1 << 62)
@@ -607,10 +583,7 @@ func TestScenarioDenied(t *testing.T) {
 	// A blackhole for a while, so ASSUMED_BAD and probing happen too.
 	f.Sim.At(300*us, func() { f.Sim.FabricLink(0, 0, 3).SetBlackhole(true) })
 	f.Sim.At(400*us, func() { f.Sim.FabricLink(0, 0, 3).SetBlackhole(false) })
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 32<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 32<<20, 64<<10, 64)
 	fl.StartAt(0)
 	const denyEVs, denyPlane, allowPlane = 100 * us, 200 * us, 600 * us
 	const plane = 2
@@ -711,10 +684,7 @@ func TestScenarioReplay(t *testing.T) {
 		sc.Seed = simSeed
 		f := newFabric(t, sc, 21, nil)
 		f.Sim.SetLossAll(0.01)
-		fl, err := f.Connect(0, 1, mrc.QPConfig{}, 4<<20, 64<<10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fl := connect(t, f, 0, 1, mrc.QPConfig{}, 4<<20, 64<<10, 64)
 		fl.StartAt(0)
 		f.RunUntilDone(1e9)
 		checkFlow(t, fl)
@@ -762,10 +732,7 @@ func ecmpRun(t *testing.T, seed uint64, mode fabricsim.Mode) (share, spread floa
 	sc.Mode = mode
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 16<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 16<<20, 64<<10, 64)
 	fl.StartAt(0)
 	f.RunUntilDone(1e9)
 	checkFlow(t, fl)
@@ -797,10 +764,7 @@ func t1Hang(t *testing.T, seed uint64) {
 	sc := crossT1(100)
 	sc.Seed = seed
 	f := newFabric(t, sc, seed, nil)
-	fl, err := f.Connect(0, 1, mrc.QPConfig{}, 48<<20, 64<<10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl := connect(t, f, 0, 1, mrc.QPConfig{}, 48<<20, 64<<10, 64)
 	fl.StartAt(0)
 	const hang, reboot = 200 * us, 700 * us
 	sw := f.Sim.T1(1, 2)

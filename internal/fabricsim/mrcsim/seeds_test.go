@@ -107,12 +107,22 @@ func (d *dist) failing(lo, hi float64) []uint64 {
 	return f
 }
 
-// eachWithin is the verdict on every seed: each value in [lo, hi].
-func (d *dist) eachWithin(t testing.TB, lo, hi float64) {
+// logged logs the distribution before a verdict on it and reports whether
+// there is one to give: a sweep where no seed produced a value fails.
+func (d *dist) logged(t testing.TB) bool {
 	t.Helper()
 	t.Log(d)
 	if len(d.vals) == 0 {
 		t.Errorf("%s: no seed produced a value", d.name)
+		return false
+	}
+	return true
+}
+
+// eachWithin is the verdict on every seed: each value in [lo, hi].
+func (d *dist) eachWithin(t testing.TB, lo, hi float64) {
+	t.Helper()
+	if !d.logged(t) {
 		return
 	}
 	if f := d.failing(lo, hi); len(f) > 0 {
@@ -131,9 +141,7 @@ func (d *dist) eachAtLeast(t testing.TB, lo float64) {
 // says so (docs/engine.md lists them from the MRC_SEEDS=10 sweep).
 func (d *dist) medianAtLeast(t testing.TB, lo float64) {
 	t.Helper()
-	t.Log(d)
-	if len(d.vals) == 0 {
-		t.Errorf("%s: no seed produced a value", d.name)
+	if !d.logged(t) {
 		return
 	}
 	if f := d.failing(lo, inf); len(f) > 0 {
@@ -161,6 +169,19 @@ func sweep(t *testing.T, fn func(t *testing.T, seed uint64)) {
 				t.Parallel()
 				fn(t, s)
 			})
+		}
+	})
+}
+
+// sweepPair is sweep for a scenario that measures two figures per seed:
+// they go into a and b, for the seeds whose run got as far as measuring
+// them (ok; a run that did not has failed its own subtest already).
+func sweepPair(t *testing.T, a, b *dist, scenario func(t *testing.T, seed uint64) (x, y float64, ok bool)) {
+	t.Helper()
+	sweep(t, func(t *testing.T, seed uint64) {
+		if x, y, ok := scenario(t, seed); ok {
+			a.add(seed, x)
+			b.add(seed, y)
 		}
 	})
 }

@@ -9,7 +9,7 @@
 -- stock InfiniBand dissector draw the BTH as before (its infiniband.bth.*
 -- fields stay), and adds an "MRC" tree with mrc.* fields for MRC opcodes.
 --
--- Load it with:  tshark -X lua_script:tools/wireshark/mrc.lua -r capture.pcap
+-- Load it with:  tshark -X lua_script:internal/wire/wireshark/mrc.lua -r capture.pcap
 -- or copy it to ~/.local/lib/wireshark/plugins/ (Wireshark >= 3.x).
 
 local mrc = Proto("mrc", "MRC (Multipath Reliable Connection, softmrc wire format v1)")
