@@ -536,7 +536,7 @@ func (q *qp) requeueDeadPlanes() {
 // ASSUMED_BAD.
 func (q *qp) unackedOn(idx int32) int {
 	n := 0
-	for psn := q.sndUna; psn != q.sndNxt; psn++ {
+	for psn := q.sndUna; psn != q.sndNxt; psn = psn.Add(1) { // PSN arithmetic: the window may cross the 24-bit wrap
 		pk := q.slot(psn)
 		if pk.ev == idx && pk.flags&pktSent != 0 && pk.flags&pktAcked == 0 {
 			n++

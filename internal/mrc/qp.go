@@ -256,7 +256,7 @@ type qp struct {
 	pkts           []txPkt
 	rtxQ           []wire.PSN
 	rtxHd, rtxN    int
-	timers         timerHeap
+	timers         timerQueue
 	txSeq          uint32
 	srtt, rttvar   Time
 	rackSentAt     Time

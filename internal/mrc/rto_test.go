@@ -77,7 +77,7 @@ func TestRTOBacksOffPerTimeoutOnly(t *testing.T) {
 		if drops < 3 || pk.tries < 3 || pk.flags&pktInFlight == 0 {
 			return false
 		}
-		for _, ent := range q.timers.h {
+		for ent := range q.timers.all() {
 			if ent.psn == target && ent.seq == pk.seq {
 				gap, rto0 = ent.at-pk.sentAt, q.rto(0)
 				return true

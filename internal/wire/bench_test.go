@@ -63,18 +63,33 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckICRC checks the ICRC of a 2 B write (the latency path), a
+// SACK and data frames of 2 KiB (what mrc-nicd sends at MTU 2048) and 4 KiB.
 func BenchmarkCheckICRC(b *testing.B) {
-	p := benchPacket(4096)
-	buf := make([]byte, p.Len())
-	n, _ := p.Encode(buf)
-	var q Packet
-	(Decoder{}).Decode(buf[:n], &q)
-	b.ReportAllocs()
-	b.SetBytes(int64(n))
-	for b.Loop() {
-		if !CheckICRC(buf[:n], &q) {
-			b.Fatal("bad ICRC")
-		}
+	for _, c := range []struct {
+		name string
+		p    Packet
+	}{
+		{"data_2B", benchPacket(2)},
+		{"sack", samplePacket(sampleKind{op: OpSACK})},
+		{"data_2048B", benchPacket(2048)},
+		{"data_4096B", benchPacket(4096)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, c.p.Len())
+			n, _ := c.p.Encode(buf)
+			var q Packet
+			if err := (Decoder{}).Decode(buf[:n], &q); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if !CheckICRC(buf[:n], &q) {
+					b.Fatal("bad ICRC")
+				}
+			}
+		})
 	}
 }
 

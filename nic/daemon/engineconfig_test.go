@@ -1,11 +1,14 @@
 package daemon_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
+	"github.com/softmrc/softmrc/nic/verbs"
+	"github.com/softmrc/softmrc/nic/vproto"
 )
 
 // Each port's pacing_bps becomes its own plane's rate in the engine (the
@@ -44,5 +47,48 @@ func TestEngineConfigPerPlaneRates(t *testing.T) {
 				t.Errorf("PortQueue %v ns, want %v", ec.PortQueue, tc.wantQueue)
 			}
 		})
+	}
+}
+
+// TestBulkWriteCoalescesSACKs: under a bulk write the receiving daemon
+// sends fewer than one control frame (SACK) per 4 data packets, the
+// engine's hardware default; the data still lands exactly. Each SACK costs
+// a copy-mode transmit on a veth (docs/performance.md).
+func TestBulkWriteCoalescesSACKs(t *testing.T) {
+	s1, s2, _ := twoNICs(t, 1)
+	const size = 4 << 20 // 2048 data packets at MTU 2048
+	a, b := open(t, s1, size), open(t, s2, size)
+	connect(t, a, b)
+	fill(a.mr.Buf, 7)
+	var before vproto.Counters
+	if err := ctl(t, s2, vproto.CtlRequest{Cmd: vproto.CtlCounters}, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.qp.PostSend(verbs.WriteImm(1, a.mr, 0, size, b.mr.Addr, b.mr.RKey, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitCQE(t, a.dev); c.Status != verbs.StatusSuccess || c.ID != 1 {
+		t.Fatalf("sender completion %+v: %v", c, c.Status)
+	}
+	if c := waitCQE(t, b.dev); c.Op != verbs.CQRecvImm || c.Imm != 9 {
+		t.Fatalf("receiver completion %+v", c)
+	}
+	if !bytes.Equal(a.mr.Buf, b.mr.Buf) {
+		t.Fatal("receiver memory differs from the sender's")
+	}
+	var after vproto.Counters
+	if err := ctl(t, s2, vproto.CtlRequest{Cmd: vproto.CtlCounters}, &after); err != nil {
+		t.Fatal(err)
+	}
+	const key = "TxCtrlByPlane.plane0"
+	ctrl := after.Engine[key] - before.Engine[key]
+	data := qpRow(t, b).RxData
+	t.Logf("receiver: %d control frames for %d data packets (%.3f per packet)", ctrl, data, float64(ctrl)/float64(data))
+	if data < size/2048 {
+		t.Fatalf("receiver counted %d data packets, want at least %d", data, size/2048)
+	}
+	if 4*ctrl >= data {
+		t.Errorf("receiver sent %d control frames for %d data packets: want fewer than one per 4 (SACK coalescing AckEvery %d, AckDelay %v ns)",
+			ctrl, data, daemon.AckEvery, daemon.AckDelay)
 	}
 }
