@@ -328,9 +328,16 @@ func (q *qp) install(s, idx int32) {
 // holds an unusable EV, else into one that reuses an EV holding several
 // slots, else into one lent to another group's EV (which returns to the
 // reserve): the set goes back to its original spread over the T1s.
+// A SKIP EV is promoted too: a probe answered with M=SKIP_ONCE brings an
+// EV back as SKIP (its path works but is congested), and only an active
+// EV sends, so only an active one can be acknowledged clean and return to
+// GOOD (unskip). Promoting GOOD EVs alone left every EV of a path that
+// came back congested a SKIP reserve for good: in mrc-lab S5 and S10 one
+// T0–T1 path of 16 stayed unused for seconds after its T1 was repaired
+// (TestPathOutageNotHeldAfterRepair).
 func (q *qp) promote(idx int32) {
 	y := &q.evs[idx]
-	if y.active || y.state != EVGood {
+	if y.active || y.state != EVGood && y.state != EVSkip {
 		return
 	}
 	lent, reused, borrowed := int32(-1), int32(-1), int32(-1)
