@@ -73,24 +73,8 @@ func incastXDP(t *testing.T, seed uint64) (jain, victim float64) {
 	}
 	vi.StartAt(0)
 	f.RunUntilDone(60e9)
-	first := int64(1 << 62)
-	for _, fl := range in {
-		checkFlow(t, fl)
-		first = min(first, fl.End)
-	}
-	checkFlow(t, vi)
+	first, rates, sum, trims, sent := incastSummary(t, in, vi)
 	end := min(first, vi.End, v.End)
-	var rates []float64
-	var sum float64
-	var trims, sent uint64
-	for _, fl := range in {
-		r := fl.GoodputIn(0, first)
-		rates = append(rates, r)
-		sum += r
-		s := fl.Snapshot()
-		trims += s.Counters.NACKsRcvd[wire.NackTrimmedLastHop] + s.Counters.NACKsRcvd[wire.NackTrimmed]
-		sent += s.Counters.TxData + s.Counters.TxRtx
-	}
 	j := Jain(rates)
 	alone, with := v.GoodputIn(0, end), vi.GoodputIn(0, end)
 	c := capacity(sc, 1)

@@ -44,6 +44,28 @@ func connect(t *testing.T, f *Fabric, src, dst int, qc mrc.QPConfig, size, msgSi
 	return fl
 }
 
+// incastSummary checks every flow of an incast run and its victim, and
+// returns when the first incast flow ended, the incast flows' goodputs up to
+// then (and their sum), and their trim NACKs and data packets sent.
+func incastSummary(t *testing.T, in []*Flow, vi *Flow) (first int64, rates []float64, sum float64, trims, sent uint64) {
+	t.Helper()
+	first = int64(1 << 62)
+	for _, fl := range in {
+		checkFlow(t, fl)
+		first = min(first, fl.End)
+	}
+	checkFlow(t, vi)
+	for _, fl := range in {
+		r := fl.GoodputIn(0, first)
+		rates = append(rates, r)
+		sum += r
+		s := fl.Snapshot()
+		trims += s.Counters.NACKsRcvd[wire.NackTrimmedLastHop] + s.Counters.NACKsRcvd[wire.NackTrimmed]
+		sent += s.Counters.TxData + s.Counters.TxRtx
+	}
+	return first, rates, sum, trims, sent
+}
+
 func checkFlow(t *testing.T, fl *Flow) {
 	t.Helper()
 	if !fl.Done() {
@@ -517,23 +539,7 @@ func incast(t *testing.T, seed uint64) (jain, victim float64) {
 	vi := connect(t, f, 9, 1, mrc.QPConfig{}, victimSize, 64<<10, 64)
 	vi.StartAt(0)
 	f.RunUntilDone(1e9)
-	first := int64(1 << 62)
-	for _, fl := range in {
-		checkFlow(t, fl)
-		first = min(first, fl.End)
-	}
-	checkFlow(t, vi)
-	var rates []float64
-	var sum float64
-	var trims, sent uint64
-	for _, fl := range in {
-		r := fl.GoodputIn(0, first)
-		rates = append(rates, r)
-		sum += r
-		s := fl.Snapshot()
-		trims += s.Counters.NACKsRcvd[wire.NackTrimmedLastHop] + s.Counters.NACKsRcvd[wire.NackTrimmed]
-		sent += s.Counters.TxData + s.Counters.TxRtx
-	}
+	first, rates, sum, trims, sent := incastSummary(t, in, vi)
 	j := Jain(rates)
 	alone := v.GoodputIn(0, first)
 	with := vi.GoodputIn(0, first)
