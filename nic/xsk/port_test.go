@@ -29,6 +29,38 @@ func portPair(t *testing.T, kind string) (a, b Port, frame func(payload []byte) 
 	return nil, nil, nil
 }
 
+// transferInOrder sends want from a to b, at most window frames ahead of
+// what b has received, through send(sent, k) (queue want[sent:k], report how
+// many were queued), and checks that b received every frame, in order and
+// byte-exact, within 20 s.
+func transferInOrder(t *testing.T, a, b Port, want [][]byte, window int, send func(sent, k int) (int, error)) {
+	t.Helper()
+	total := len(want)
+	var got [][]byte
+	deadline := time.Now().Add(20 * time.Second)
+	for sent := 0; len(got) < total; {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d frames; a %+v b %+v", len(got), total, a.Stats(), b.Stats())
+		}
+		if k := min(total, len(got)+window); sent < k {
+			m, err := send(sent, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent += m
+		}
+		if _, err := b.RecvFunc(64, func(f []byte) { got = append(got, bytes.Clone(f)) }); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Wait(time.Millisecond)
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("frame %d differs (got %d bytes, want %d)", i, len(got[i]), len(want[i]))
+		}
+	}
+}
+
 func TestPortContract(t *testing.T) {
 	for _, kind := range []string{"pipe", "xdp"} {
 		t.Run(kind, func(t *testing.T) {
@@ -43,29 +75,7 @@ func TestPortContract(t *testing.T) {
 				binary.BigEndian.PutUint32(p, uint32(i))
 				want = append(want, mk(p))
 			}
-			var got [][]byte
-			deadline := time.Now().Add(20 * time.Second)
-			for sent := 0; len(got) < total; {
-				if time.Now().After(deadline) {
-					t.Fatalf("got %d of %d frames; a %+v b %+v", len(got), total, a.Stats(), b.Stats())
-				}
-				if k := min(total, len(got)+64); sent < k {
-					n, err := a.Send(want[sent:k])
-					if err != nil {
-						t.Fatal(err)
-					}
-					sent += n
-				}
-				if _, err := b.RecvFunc(64, func(f []byte) { got = append(got, bytes.Clone(f)) }); err != nil {
-					t.Fatal(err)
-				}
-				_ = b.Wait(time.Millisecond)
-			}
-			for i := range want {
-				if !bytes.Equal(got[i], want[i]) {
-					t.Fatalf("frame %d differs (got %d bytes, want %d)", i, len(got[i]), len(want[i]))
-				}
-			}
+			transferInOrder(t, a, b, want, 64, func(sent, k int) (int, error) { return a.Send(want[sent:k]) })
 			if sa, sb := a.Stats(), b.Stats(); sa.TxFrames != total || sb.RxFrames != total {
 				t.Errorf("a tx %d, b rx %d, want %d", sa.TxFrames, sb.RxFrames, total)
 			}

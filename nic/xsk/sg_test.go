@@ -132,50 +132,31 @@ func TestVethMultiBuffer(t *testing.T) {
 		binary.BigEndian.PutUint32(p, uint32(i))
 		want = append(want, udpFrame(n.macB, n.macA, n.addrA, n.addrB, 49152, 4791, p))
 	}
-	var got [][]byte
-	deadline := time.Now().Add(20 * time.Second)
-	for sent := 0; len(got) < total; {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d of %d frames; a %+v b %+v", len(got), total, a.Stats(), b.Stats())
-		}
-		if k := min(total, len(got)+32); sent < k {
-			var m int
-			var err error
-			switch (sent / 8) % 3 { // the three transmit paths, in turns
-			case 0:
-				m, err = a.Send(want[sent:k])
-			case 1:
-				j := sent
-				m, err = a.SendFunc(k-sent, func(f []byte) int { j++; return copy(f, want[j-1]) })
-			case 2:
-				for ; sent+m < k; m++ {
-					s := a.TxSlot()
-					if s == nil {
-						break
-					}
-					if err = a.TxCommit(copy(s, want[sent+m])); err != nil {
-						break
-					}
+	transferInOrder(t, a, b, want, 32, func(sent, k int) (int, error) {
+		var m int
+		var err error
+		switch (sent / 8) % 3 { // the three transmit paths, in turns
+		case 0:
+			m, err = a.Send(want[sent:k])
+		case 1:
+			j := sent
+			m, err = a.SendFunc(k-sent, func(f []byte) int { j++; return copy(f, want[j-1]) })
+		case 2:
+			for ; sent+m < k; m++ {
+				s := a.TxSlot()
+				if s == nil {
+					break
 				}
-				if err == nil {
-					_, err = a.TxFlush()
+				if err = a.TxCommit(copy(s, want[sent+m])); err != nil {
+					break
 				}
 			}
-			if err != nil {
-				t.Fatal(err)
+			if err == nil {
+				_, err = a.TxFlush()
 			}
-			sent += m
 		}
-		if _, err := b.RecvFunc(64, func(f []byte) { got = append(got, bytes.Clone(f)) }); err != nil {
-			t.Fatal(err)
-		}
-		_ = b.Wait(time.Millisecond)
-	}
-	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("frame %d differs (got %d bytes, want %d)", i, len(got[i]), len(want[i]))
-		}
-	}
+		return m, err
+	})
 	waitFor(t, "all transmit completions", 5*time.Second, func() bool {
 		_ = a.Wait(0)
 		return a.Stats().TxCompleted == total
