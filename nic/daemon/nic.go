@@ -236,6 +236,7 @@ func (d *Daemon) CloseOwner(owner uint32) {
 			}
 		}
 		delete(d.deliver, owner)
+		d.detachRing(owner)
 	})
 	// The loop has destroyed owner's QPs: the engine no longer reaches
 	// its regions, which can be unmapped.
@@ -466,7 +467,13 @@ func (d *Daemon) flushDeliveries() {
 			continue
 		}
 		d.c.cqes.Add(uint64(len(c)))
-		d.svc.Deliver(owner, c)
+		rest := c
+		if rs := d.rings[owner]; rs != nil && !rs.overflow {
+			rest = d.ringDeliver(rs, c)
+		}
+		if len(rest) > 0 {
+			d.svc.Deliver(owner, rest)
+		}
 		d.deliver[owner] = c[:0]
 	}
 }
