@@ -73,6 +73,12 @@ type Params struct {
 	// the peer; each side pins its own.
 	EVs []uint32
 
+	// Spin is how long this side polls its completion ring before it
+	// sleeps (verbs.Options.Spin); NoRing keeps it on the device socket.
+	// Each side its own: not sent to the peer.
+	Spin   time.Duration `json:"-"`
+	NoRing bool          `json:"-"`
+
 	// OnListen, when set, is called with the server's listening address
 	// (tests listen on port 0).
 	OnListen func(addr string) `json:"-"`
@@ -138,6 +144,12 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion")
 	transport := fs.String("transport", "mrc", "QP transport: mrc, or roce (the RoCEv2 RC baseline: one path per QP, go-back-N, DCQCN; docs/roce.md); both sides must use the same")
 	evs := fs.String("evs", "", "pin every QP of this side to these EVs (the paths it sends on), comma-separated: a number (0x10000000) or PLANE.T1 (1.0 = plane 1 through T1 0, several of one PLANE.T1 get distinct entropy); empty: mrc-nicd spreads its EVs over every plane and T1")
+	vo, err := verbs.DefaultOptions()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	fs.DurationVar(&p.Spin, "spin", vo.Spin, "poll the completion ring this long before sleeping (0: sleep at once; costs a CPU while it spins; env MRC_VERBS_SPIN); see docs/performance.md for what pays on this machine")
+	fs.BoolVar(&p.NoRing, "no-ring", vo.NoRing, "post and complete through the device socket instead of the shared-memory rings (env MRC_VERBS_RING=0)")
 	fs.IntVar(&p.MaxReports, "max_reports", 0, "with --run_infinitely: stop after this many reports (0: until SIGINT)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s [options]            (server)\n       %s [options] SERVER     (client)\n\n", name, name)
@@ -197,6 +209,9 @@ func (p *Params) check() error {
 	}
 	if p.Port < 0 || p.Port > 65535 {
 		errs = append(errs, fmt.Sprintf("-p %d: not a TCP port", p.Port))
+	}
+	if p.Spin < 0 || p.Spin > time.Second {
+		errs = append(errs, fmt.Sprintf("--spin %v: want 0 .. 1s", p.Spin))
 	}
 	if p.Kind == Lat && p.Bidir {
 		errs = append(errs, "-b: the latency test is a ping-pong already")
