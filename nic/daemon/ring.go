@@ -135,8 +135,9 @@ func (d *Daemon) drainRings(now mrc.Time) int {
 		}
 		if n > 0 && !rs.failed {
 			rs.r.SQRelease()
-			// A poster waiting for SQ room sleeps on the same word.
-			if rs.r.WakeApp() {
+			// A poster waiting for SQ room (only: a thread waiting
+			// for completions is not woken by its own posts).
+			if rs.r.WakeApp(shmring.WaitSQ) {
 				d.c.appWakes.Add(1)
 			}
 		}

@@ -325,7 +325,6 @@ func TestDoorbellOnlyWhenAsleep(t *testing.T) {
 	}
 }
 
-
 // BenchmarkPostPoll is one signaled 8-byte write posted and its completion
 // taken, through the rings and through the socket, between two in-process
 // daemons (pipe ports): allocs/op counts both daemons and the application,

@@ -25,7 +25,7 @@
 //	192  CQ tail (producer index)      uint32  daemon
 //	256  CQ head (consumer index)      uint32  app
 //	320  need_wakeup                   uint32  daemon: 1 = asleep, ring the doorbell after posting
-//	384  app_wait (futex word)         uint32  app sets 1 before it sleeps; daemon swaps 0 and wakes it
+//	384  app_wait (futex word)         uint32  app ors in WaitCQ/WaitSQ before it sleeps; daemon swaps 0 and wakes it
 //	448  flags                         uint32  daemon: FlagCQOverflow (sticky), FlagFailed
 //	512  doorbells rung                uint64  app (statistics)
 //	576  app wake-ups                  uint64  daemon (statistics)
@@ -37,9 +37,12 @@
 // the daemon polls) only when it is 1. With sequentially consistent
 // atomics on both sides either the daemon sees the new tail or the
 // application sees need_wakeup, so no post is left asleep. The completion
-// side is the mirror: the application stores app_wait = 1, checks the CQ
-// once more, then waits on the futex; the daemon stores the CQ tail, then
-// swaps app_wait to 0 and wakes the futex only when it was 1.
+// side is the mirror: the application ors WaitCQ into app_wait, checks the
+// CQ once more, then waits on the futex; the daemon stores the CQ tail,
+// then swaps app_wait to 0 and wakes the futex only when it was set. A
+// poster waiting for SQ room does the same with WaitSQ, and the daemon
+// wakes it after taking work requests only when that bit is set, so a
+// thread waiting for completions is not woken by every post it made.
 //
 // Neither side trusts the other's indices: the daemon keeps its own copy of
 // the SQ head and CQ tail and only reads the application's SQ tail and CQ
@@ -255,16 +258,21 @@ func (r *ring) AppWakes() uint64 { return atomic.LoadUint64(r.dword(offWakes)) }
 // must ring the doorbell.
 func (r *ring) NeedWakeup() bool { return atomic.LoadUint32(r.word(offNeedWake)) != 0 }
 
-// AppWaitWord is the futex word the application sleeps on.
-func (r *ring) AppWaitWord() *uint32 { return r.word(offAppWait) }
+// What the application waits for (bits of app_wait).
+const (
+	WaitCQ = 1 << 0 // a completion
+	WaitSQ = 1 << 1 // room in the SQ
+)
 
-// WakeApp wakes the application if it waits (app_wait was 1): it swaps the
-// word to 0 and calls futex wake. It reports whether it woke anyone. Both
-// the daemon (after publishing completions or taking work requests) and
-// the application's own goroutines (completions that came on the socket,
-// the device's death) call it.
-func (r *ring) WakeApp() bool {
-	if atomic.LoadUint32(r.word(offAppWait)) == 0 || atomic.SwapUint32(r.word(offAppWait), 0) == 0 {
+// WakeApp wakes the application if it waits for any of what (WaitCQ,
+// WaitSQ): it swaps app_wait to 0 and wakes every waiter on the futex
+// (each re-checks and waits again if its own condition is unmet). It
+// reports whether it woke anyone. Both the daemon (after publishing
+// completions: WaitCQ|WaitSQ; after taking work requests: WaitSQ) and the
+// application's own goroutines (completions that came on the socket, the
+// device's death) call it.
+func (r *ring) WakeApp(what uint32) bool {
+	if atomic.LoadUint32(r.word(offAppWait))&what == 0 || atomic.SwapUint32(r.word(offAppWait), 0) == 0 {
 		return false
 	}
 	atomic.AddUint64(r.dword(offWakes), 1)
@@ -337,10 +345,10 @@ func (a *App) CQRelease(n uint32) {
 // hint for spinning; CQNext checks).
 func (a *App) CQPending() bool { return atomic.LoadUint32(a.word(offCQTail)) != a.cqHead }
 
-// SetWaiting stores app_wait = 1 before the application sleeps; it must
-// then check the CQ (and whatever else it waits for) once more before
-// calling Wait.
-func (a *App) SetWaiting() { atomic.StoreUint32(a.word(offAppWait), 1) }
+// SetWaiting ors what (WaitCQ or WaitSQ) into app_wait before the
+// application sleeps and returns the word's new value for Wait; the caller
+// must then check its condition once more before calling Wait.
+func (a *App) SetWaiting(what uint32) uint32 { return atomic.OrUint32(a.word(offAppWait), what) | what }
 
 // Daemon is the daemon's end: it consumes work requests and produces
 // completions. It is not safe for concurrent use (the daemon's loop owns
@@ -415,7 +423,7 @@ func (d *Daemon) CQPublish() bool {
 	}
 	d.pending = 0
 	atomic.StoreUint32(d.word(offCQTail), d.cqTail)
-	return d.WakeApp()
+	return d.WakeApp(WaitCQ | WaitSQ)
 }
 
 // SetNeedWakeup publishes whether the daemon sleeps. After storing true
@@ -435,7 +443,7 @@ func (d *Daemon) SetFlags(f uint32) {
 	atomic.StoreUint32(d.word(offFlags), d.flags)
 }
 
-// Wait sleeps on app_wait (after SetWaiting and a last check) until the
-// daemon or another goroutine wakes it, or timeout passes (negative: no
-// limit). Spurious returns happen: re-check and loop.
-func (a *App) Wait(timeout time.Duration) { Wait(a.word(offAppWait), 1, timeout) }
+// Wait sleeps on app_wait while it holds val (SetWaiting's result, after
+// a last check) until the daemon or another goroutine wakes it, or timeout
+// passes (negative: no limit). Spurious returns happen: re-check and loop.
+func (a *App) Wait(val uint32, timeout time.Duration) { Wait(a.word(offAppWait), val, timeout) }

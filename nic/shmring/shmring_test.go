@@ -247,10 +247,10 @@ func TestStress(t *testing.T) {
 				a.CQRelease(1)
 			}
 			if got < n && sent == n || a.SQFree() == 0 {
-				a.SetWaiting()
+				v := a.SetWaiting(WaitCQ | WaitSQ)
 				if !a.CQPending() && a.SQFree() == 0 || !a.CQPending() && sent == n {
 					t0 := time.Now()
-					a.Wait(2 * time.Second)
+					a.Wait(v, 2*time.Second)
 					if time.Since(t0) > 1900*time.Millisecond {
 						lost.Add(1)
 					}
@@ -295,7 +295,7 @@ func TestStress(t *testing.T) {
 			}
 			// Taking WRs frees SQ room the application may wait for.
 			if !d.CQPublish() && work {
-				d.WakeApp()
+				d.WakeApp(WaitSQ)
 			}
 			if work || len(backlog) > 0 {
 				continue

@@ -153,7 +153,7 @@ func (d *Device) RingStats() RingStats {
 // unmaps under it.
 func (d *Device) wakeRingLocked() {
 	if d.ring != nil && d.ring.mem != nil {
-		d.ring.app.WakeApp()
+		d.ring.app.WakeApp(shmring.WaitCQ | shmring.WaitSQ)
 	}
 }
 
@@ -227,7 +227,7 @@ func (d *Device) waitSQRoom(r *ring) error {
 		if r.app.SQFree() > 0 {
 			return nil
 		}
-		r.app.SetWaiting()
+		v := r.app.SetWaiting(shmring.WaitSQ)
 		if r.app.SQFree() > 0 {
 			return nil
 		}
@@ -236,7 +236,7 @@ func (d *Device) waitSQRoom(r *ring) error {
 		}
 		// Bounded: a daemon that stopped taking work is noticed through
 		// the socket (dead), checked every round.
-		r.app.Wait(100 * time.Millisecond)
+		r.app.Wait(v, 100*time.Millisecond)
 	}
 }
 
@@ -299,11 +299,11 @@ func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 			}
 			wait = min(wait, left)
 		}
-		r.app.SetWaiting()
+		v := r.app.SetWaiting(shmring.WaitCQ)
 		if ready() || d.dead.Load() {
 			continue
 		}
-		r.app.Wait(wait)
+		r.app.Wait(v, wait)
 	}
 }
 
