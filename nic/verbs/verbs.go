@@ -7,9 +7,13 @@
 // Memory registered with RegMR is a memfd that the application and the
 // daemon both map: the daemon places incoming data straight into the
 // application's pages and reads outgoing data from them, so no payload ever
-// crosses the socket. PostSend sends any number of work requests in one
-// message (one syscall), and completions arrive in batches that a reader
-// goroutine queues; PollCQ takes them without a syscall.
+// crosses the socket. Work requests and completions go through shared
+// rings as well (nic/shmring, negotiated at Open): PostSend writes the SQ
+// and makes a syscall only when the daemon's loop sleeps (its doorbell),
+// PollCQ reads the CQ, and WaitCQ spins for Options.Spin and then sleeps
+// on a futex the daemon wakes only when someone waits. With a daemon that
+// has no rings (or Options.NoRing) PostSend is one message on the device
+// socket and a reader goroutine queues the completions that come back.
 //
 // A Device is safe for concurrent use.
 package verbs
