@@ -62,7 +62,6 @@ type ring struct {
 	app  *shmring.App
 	mem  []byte
 	bell int
-	cqe  vproto.CQE
 }
 
 // attachRing creates the rings in a sealed memfd and asks the daemon to
