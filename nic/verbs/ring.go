@@ -106,7 +106,12 @@ func (d *Device) attachRing(l shmring.Layout) (err error) {
 	if err := d.callFDs(vproto.TypeRing, vproto.Ring{Size: size}, []int{fd, r.bell}, nil); err != nil {
 		return err
 	}
+	// The reader goroutine (wakeRingLocked) reads d.ring under d.mu.
+	d.rmu.Lock()
+	d.mu.Lock()
 	d.ring = r
+	d.mu.Unlock()
+	d.rmu.Unlock()
 	return nil
 }
 
