@@ -373,3 +373,63 @@ func BenchmarkPostPoll(b *testing.B) {
 		})
 	}
 }
+
+// TestRingConcurrentPostersAndClose: several goroutines post through one
+// small SQ (so they wait for room) while another takes the completions;
+// every work request completes once. Then Close, with a goroutine asleep
+// in WaitCQ, wakes it with the device's error and unmaps the ring only
+// after it let go (run with -race).
+func TestRingConcurrentPostersAndClose(t *testing.T) {
+	p := daemontest.Start(t, 1)
+	lay := shmring.Layout{SQEntries: 16, CQEntries: 1024}
+	a := openWith(t, p.Sock[0], 4096, verbs.Options{Layout: lay})
+	b := openWith(t, p.Sock[1], 4096, verbs.Options{Layout: lay})
+	connect(t, a, b)
+	const posters, each = 4, 100
+	errs := make(chan error, posters+1)
+	for g := 0; g < posters; g++ {
+		go func() {
+			for i := 0; i < each; i++ {
+				id := uint64(g*each + i)
+				if err := a.qp.PostSend(verbs.Write(id, a.mr, 0, 8, b.mr.Addr, b.mr.RKey)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	seen := make([]bool, posters*each)
+	for n := 0; n < posters*each; n++ {
+		c := waitCQE(t, a.dev)
+		if c.Status != verbs.StatusSuccess || c.ID >= uint64(len(seen)) || seen[c.ID] {
+			t.Fatalf("completion %d: %+v (duplicate or unknown)", n, c)
+		}
+		seen[c.ID] = true
+	}
+	for g := 0; g < posters; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := a.dev.WaitCQ(-1)
+		waited <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it reach the futex (it returns either way)
+	if err := a.dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Fatal("WaitCQ returned no error after Close")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitCQ still asleep 10 s after Close")
+	}
+	if a.dev.Ring() {
+		t.Fatal("Ring() true after Close")
+	}
+}
