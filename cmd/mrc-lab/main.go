@@ -183,7 +183,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			for _, r := range o.Results {
 				mark := "ok  "
-				if !r.Pass {
+				switch {
+				case r.Reported:
+					mark = "rep "
+				case !r.Pass:
 					mark = "FAIL"
 				}
 				fmt.Fprintf(stdout, "  %s %s: %.4g %s (%s)\n", mark, r.Claim, r.Measured, r.Unit, r.Bounds)
