@@ -44,7 +44,8 @@ run options:
   -v             log the testbed's steps
 
 Needs root (namespaces, XDP, AF_XDP). Ctrl-C stops the run and tears the
-testbed down. Exit status 0 when every claim passed, 1 when one failed or a
+testbed down. Exit status 0 when every claim passed (report-only claims,
+verdict REPORTED, never fail a run), 1 when one failed or a
 run broke, 2 on usage errors.
 `
 
