@@ -14,7 +14,7 @@ import json
 import statistics
 import sys
 
-WINDOWS = [("spread", 2.5, 5.5), ("incast", 9.5, 12.5), ("alone", 14.5, 16.5)]
+WINDOWS = [("paced", 2.5, 5.5), ("incast", 9.5, 12.5), ("paced again", 16.5, 19.5), ("alone", 23.5, 26.5)]
 PORTS = [("own downlink p0-t0-1:d1", "p0-t0-1:d1"),
          ("shared T0 0 uplink p0-t0-0:u0", "p0-t0-0:u0"),
          ("shared T1->T0 1 p0-t1-0:d1", "p0-t1-0:d1"),

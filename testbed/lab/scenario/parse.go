@@ -515,6 +515,20 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 				e.BaselineCapacity, e.CapacityOf = true, strings.TrimSpace(of)
 				return nil
 			}
+			if v.Kind == yaml.SequenceNode {
+				err = p.List(v, path, func(i int, x *yaml.Node) error {
+					w, err := p.window(x, fmt.Sprintf("%s[%d]", path, i))
+					e.Baselines = append(e.Baselines, w)
+					return err
+				})
+				if err == nil && len(e.Baselines) == 0 {
+					err = p.Err(v, path, "FROM..TO, a list of them, capacity, or capacity of SERIES", "an empty list")
+				}
+				if err == nil {
+					e.Baseline = e.Baselines[0]
+				}
+				return err
+			}
 			e.Baseline, err = p.window(v, path)
 		case "at":
 			e.At, err = p.Dur(v, path, 0, 10*time.Minute)
@@ -814,10 +828,19 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 			at := s.Faults[*e.AfterFault].At
 			win = Window{From: at + win.From, To: at + win.To}
 		}
-		for _, w := range []struct {
+		type named struct {
 			name string
 			w    Window
-		}{{"window", win}, {"baseline", e.Baseline}} {
+		}
+		wins := []named{{"window", win}}
+		for j, b := range e.BaselineWindows() {
+			n := "baseline"
+			if len(e.Baselines) > 0 {
+				n = fmt.Sprintf("baseline[%d]", j)
+			}
+			wins = append(wins, named{n, b})
+		}
+		for _, w := range wins {
 			if w.w.To > end {
 				return bad(e.Line, fmt.Sprintf("expect[%d].%s", i, w.name), fmt.Sprintf("a window inside 0..%v", end), "%v ends after the run", w.w)
 			}

@@ -263,8 +263,13 @@ type Expect struct {
 	Series string
 	Window Window
 	// Baseline is the reference window; BaselineCapacity uses the emulated
-	// capacity instead.
+	// capacity instead. Baselines, when the file gives a list, are all the
+	// reference windows (Baseline is the first): the reference is the mean
+	// (or median) of the samples in any of them. A baseline before and
+	// after the window cancels a drift between them (S8: the victim beside
+	// the paced flows before and after the incast).
 	Baseline         Window
+	Baselines        []Window
 	BaselineCapacity bool
 	// CapacityOf, with BaselineCapacity, names the series whose emulated
 	// capacity is the divisor ("capacity of tx:p0-t0-0:u0"): a flow's
@@ -301,6 +306,14 @@ type Expect struct {
 	// errors about a variant's run, whose list holds only its own).
 	Index int
 	Line  int
+}
+
+// BaselineWindows are the reference windows of a ratio or dip.
+func (e *Expect) BaselineWindows() []Window {
+	if len(e.Baselines) > 0 {
+		return e.Baselines
+	}
+	return []Window{e.Baseline}
 }
 
 // Bounds says what passes, e.g. "0.75 ± 0.03", "≥ 0.96"; "reported, not

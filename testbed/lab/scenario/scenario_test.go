@@ -124,6 +124,9 @@ func TestParseErrors(t *testing.T) {
 		{"flow rate not a rate", rep("qps: 2,", "qps: 2, rate: slow,"), `x.yaml:8: traffic[0].rate: bad rate "slow"`},
 		{"tolerance alone", rep("want: 0.5, ", ""), "x.yaml:14: expect[0].tolerance: tolerance without want"},
 		{"no baseline", rep(", baseline: 0.2s..0.9s", ""), "x.yaml:14: expect[0].baseline: missing for metric ratio"},
+		{"baseline list bad", rep("baseline: 0.2s..0.9s", "baseline: [0.2s..0.9s, soon]"), `x.yaml:14: expect[0].baseline[1]: bad window "soon"`},
+		{"baseline list empty", rep("baseline: 0.2s..0.9s", "baseline: []"), "x.yaml:14: expect[0].baseline: an empty list"},
+		{"baseline list after run", rep("baseline: 0.2s..0.9s", "baseline: [0.2s..0.9s, 2s..4s]"), "x.yaml:14: expect[0].baseline[1]: 2s..4s ends after the run"},
 		{"bad window", rep("window: 1.2s..1.9s", "window: 1.9s..1.2s"), `x.yaml:14: expect[0].window: bad window "1.9s..1.2s" (allowed: FROM..TO with durations, FROM < TO`},
 		{"window after run", rep("window: 1.2s..1.9s", "window: 1.2s..4s"), "x.yaml:14: expect[0].window: 1.2s..4s ends after the run"},
 		{"series", rep(`series: "rx:h3",`, `series: "rx:h7",`), `x.yaml:14: expect[0].series: series "rx:h7": no host h7 (allowed: rx:HOST`},
@@ -394,6 +397,16 @@ func TestParseReportAndRate(t *testing.T) {
 	e := s.Expect[4]
 	if !e.Report || e.Bounds() != "reported, not judged" || !e.CrossRun() {
 		t.Errorf("report-only claim %+v, bounds %q", e, e.Bounds())
+	}
+	l, err := Parse("l.yaml", []byte(strings.Replace(good, "baseline: 0.2s..0.9s", "baseline: [0.2s..0.9s, 2s..2.5s]", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := l.Expect[0].BaselineWindows(); len(b) != 2 || b[1] != (Window{2 * time.Second, 2500 * time.Millisecond}) || l.Expect[0].Baseline != b[0] {
+		t.Errorf("baseline list: %v", b)
+	}
+	if b := s.Expect[0].BaselineWindows(); len(b) != 1 || b[0] != s.Expect[0].Baseline {
+		t.Errorf("one baseline: %v", b)
 	}
 	if s.Expect[0].Report || s.Expect[0].Bounds() != "0.5 ± 0.05" {
 		t.Errorf("a bounded claim: %+v, bounds %q", s.Expect[0], s.Expect[0].Bounds())

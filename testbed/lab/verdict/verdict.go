@@ -176,14 +176,24 @@ func reference(e scenario.Expect, s series.Series, d Data) (float64, string, err
 		}
 		return c, fmt.Sprintf("emulated capacity%s %s", whose, human(c, s.Unit)), nil
 	}
-	b, stat := s.Mean(e.Baseline.From, e.Baseline.To), "mean"
+	// Over several windows: the samples of all of them, as one.
+	var pts []series.Point
+	var names []string
+	for _, w := range e.BaselineWindows() {
+		pts = append(pts, s.Window(w.From, w.To)...)
+		names = append(names, w.String())
+	}
+	all := series.Series{Name: s.Name, Unit: s.Unit, Points: pts}
+	inf := time.Duration(math.MaxInt64)
+	b, stat := all.Mean(-inf, inf), "mean"
 	if e.Median {
-		b, stat = s.Median(e.Baseline.From, e.Baseline.To), "median"
+		b, stat = all.Median(-inf, inf), "median"
 	}
+	over := strings.Join(names, " and ")
 	if math.IsNaN(b) || b <= 0 {
-		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %v", e.Series, e.Baseline)
+		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %s", e.Series, over)
 	}
-	return b, fmt.Sprintf("baseline %s (%s over %v)", human(b, s.Unit), stat, e.Baseline), nil
+	return b, fmt.Sprintf("baseline %s (%s over %s)", human(b, s.Unit), stat, over), nil
 }
 
 func ratio(e scenario.Expect, d Data, r *Result) error {
