@@ -104,6 +104,11 @@ type harness struct {
 	dataSent, dropped int
 
 	wakes []wake // callbacks at a time (an application's think time)
+
+	// stallUntil[i] stops side i until that time: it neither runs its
+	// timers nor takes its frames, which wait for it (a CPU-starved
+	// host; nothing is lost).
+	stallUntil [2]Time
 }
 
 type wake struct {
@@ -215,7 +220,14 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		if cond != nil && cond() {
 			return true
 		}
-		next := min(h.eng[0].NextDeadline(), h.eng[1].NextDeadline())
+		next := Never
+		for i := range h.eng {
+			d := h.eng[i].NextDeadline()
+			if h.stalled(i) {
+				d = h.stallUntil[i]
+			}
+			next = min(next, d)
+		}
 		if len(h.fl) > 0 && h.fl[0].at < next {
 			next = h.fl[0].at
 		}
@@ -242,12 +254,22 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		}
 		for len(h.fl) > 0 && h.fl[0].at <= h.now {
 			f := heap.Pop(&h.fl).(flight)
+			if h.stalled(f.to) {
+				f.at = h.stallUntil[f.to] // queued for the stalled host, in order (seq)
+				heap.Push(&h.fl, f)
+				continue
+			}
 			h.eng[f.to].HandlePacket(h.now, f.port, f.b)
 		}
-		h.eng[0].Poll(h.now, em[0])
-		h.eng[1].Poll(h.now, em[1])
+		for i := range h.eng {
+			if !h.stalled(i) {
+				h.eng[i].Poll(h.now, em[i])
+			}
+		}
 	}
 }
+
+func (h *harness) stalled(i int) bool { return h.now < h.stallUntil[i] }
 
 func (h *harness) snap(i int) QPSnapshot {
 	var s QPSnapshot
