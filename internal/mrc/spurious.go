@@ -60,13 +60,17 @@ func (q *qp) triggerAfterRTO(psn wire.PSN, echo uint16) {
 		return
 	}
 	switch {
-	case pk.flags&pktAcked == 0 && echo == pk.rtoTS:
-		// The timed-out transmission itself triggered this SACK.
+	case echo == pk.rtoTS && (pk.ts != pk.rtoTS || pk.tries == pk.rtoTries):
+		// The timed-out transmission itself triggered this SACK (and no
+		// retransmission since carries the same 16-bit timestamp).
 		q.spurious(pk)
 	case pk.flags&pktAcked != 0 && echo == pk.ts && pk.ts != pk.rtoTS && pk.tries == pk.rtoTries+1:
 		// The one retransmission arrived as a duplicate: an earlier
 		// transmission had arrived.
 		q.spurious(pk)
+	case pk.flags&pktAcked == 0 && echo == pk.ts:
+		// The retransmission was the first copy in: the timeout was real.
+		pk.flags &^= pktRTO
 	}
 }
 
@@ -118,9 +122,15 @@ func (q *qp) spuriousUndo(idx int32, sent Time) {
 	if sent > g.lastAckSent {
 		g.lastAckSent, g.fails = sent, 0
 	}
+	if g.held {
+		// Held as flapping (damp.go): its EVs stay out until it has
+		// answered through the hold, whatever this packet says.
+		return
+	}
 	group := g.dead && g.rtoDead
 	if group {
-		g.dead, g.rtoDead, g.probeMiss = false, false, 0
+		// Not an outage (pathAnswered counts those): the path delivered.
+		g.dead, g.rtoDead, g.probeMiss, g.lost = false, false, 0, 0
 	}
 	for j := range q.evs {
 		y := &q.evs[j]
