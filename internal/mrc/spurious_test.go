@@ -63,12 +63,13 @@ func (h *harness) stallReceiver(d, settle Time) stallResult {
 // RTOs (a CPU-starved host: docs/performance.md, 2 vCPUs at load 15–30)
 // and then takes everything loses nothing, yet the sender's ACK timers
 // fire on the packets in flight. Before spurious-timeout detection each of
-// those timeouts condemned its EV (and, two EVs on, its path): 101–122 EVs
-// ASSUMED_BAD after the stall, 66 still a millisecond later, and a second
-// equal stall fired 310 timeouts against the first's 128–148. Now the
-// acknowledgements that prove the originals arrived count the timeouts as
-// spurious, put the EVs back and raise the RTO, so the second stall fires
-// fewer timeouts than the first (none, measured).
+// those timeouts condemned its EV (and, two EVs on, its path): on the code
+// before spurious.go this test measured 148 timeouts, none found spurious,
+// 113 EVs ASSUMED_BAD after the stall, and 205 timeouts in an equal second
+// stall (all three checks below failed). Now the acknowledgements that
+// prove the originals arrived count the timeouts as spurious (72 of 128),
+// put the EVs back (20 still bad) and raise the RTO, so the second stall
+// fires fewer timeouts than the first (none).
 func TestReceiverStallSpuriousTimeouts(t *testing.T) {
 	h := newHarness(t, hopts{seed: 91})
 	h.Rate = 10 // 10 Gb/s: the transfer outlasts both stalls
@@ -91,7 +92,7 @@ func TestReceiverStallSpuriousTimeouts(t *testing.T) {
 	// Not all: a retransmission that left during the stall reaches the
 	// receiver beside its original, and only the first duplicate of a
 	// batch is reported at once (recv.go), so its acknowledgement proves
-	// nothing about which copy arrived (54 of 128 found on 2026-12-03).
+	// nothing about which copy arrived (72 of 128 found on 2026-12-03).
 	if first.spurious*4 < first.timeouts {
 		t.Errorf("first stall: %d of %d timeouts found spurious, want at least a quarter (nothing was lost)", first.spurious, first.timeouts)
 	}
