@@ -141,7 +141,9 @@ func TestRealLossTimeoutsNotSpurious(t *testing.T) {
 	if q.rtoFloor != floor {
 		t.Errorf("the RTO floor moved from %d to %d ns on real losses", floor, q.rtoFloor)
 	}
-	if r.rxDup > r.rtx/10 {
-		t.Errorf("%d duplicates for %d retransmissions: the losses were real", r.rxDup, r.rtx)
+	// Some retransmissions are duplicates even here (a packet resent by
+	// RACK and by its timer); most are not: the losses were real.
+	if r.rxDup*2 > r.rtx {
+		t.Errorf("%d duplicates for %d retransmissions: the outage did not lose the packets", r.rxDup, r.rtx)
 	}
 }
