@@ -107,6 +107,16 @@ type Config struct {
 	// AckReq packets (docs/engine.md).
 	AckEvery int
 	AckDelay Time
+	// CoalesceHoles counts a packet that opens a new hole (arrives ahead of
+	// a lower PSN still missing) toward the coalesced SACK instead of
+	// answering it at once. A sender spraying over several planes reorders
+	// every burst, so answered at once, holes cost mrc-nicd one SACK per
+	// 2-3 data packets through clos-2p (a kick on the receiver, a receive
+	// and a SACK walk on the sender each); coalesced, the sender's RACK
+	// loss detection learns of a hole at most AckDelay later. CE,
+	// retransmissions, AckReq and packets beyond the SACK bitmap are still
+	// answered at once.
+	CoalesceHoles bool
 
 	// AlwaysSkipMarks is the responder's ALWAYS_SKIP threshold: when this
 	// many consecutive data packets of one EV arrive CE-marked, spread over

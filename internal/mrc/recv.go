@@ -235,7 +235,7 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	if p.AckReq && e.cfg.TransportACK {
 		e.queueCtrl(ctrlItem{kind: ctrlAck, q: q, port: port})
 	}
-	if trig.m != wire.MNone || p.Rtx || p.AckReq || newHole {
+	if trig.m != wire.MNone || p.Rtx || p.AckReq || (newHole && !e.cfg.CoalesceHoles) {
 		q.sackNow(trig)
 		return
 	}
