@@ -556,6 +556,10 @@ func (q *qp) handleAETH(p *wire.Packet) {
 	}
 	q.advanceUna()
 	q.completeMsgs()
+	if q.roceStaleNAK() {
+		q.roce.c.StaleNAK++
+		return
+	}
 	q.goBack(psn)
 	if q.roce != nil {
 		q.roceRetry()
