@@ -181,6 +181,10 @@ type HostPort struct {
 	GatewayMAC   wire.MAC     `yaml:"gateway_mac"`
 	GatewayLL    netip.Addr   `yaml:"gateway_ll"`
 	Link         string       `yaml:"link"`
+	// DelayUS is the host link's one-way delay, held by the port's mrc-nicd
+	// (its config's port delay: both directions of the wire), when the
+	// plan runs NICs; the link itself then carries none.
+	DelayUS int64 `yaml:"delay_us,omitempty"`
 }
 
 // Link is one veth pair.
@@ -190,7 +194,9 @@ type Link struct {
 	Plane int    `yaml:"plane"` // -1 for mgmt
 	A     End    `yaml:"a"`
 	B     End    `yaml:"b"`
-	// Delay is applied with netem on both ends when non-zero.
+	// Delay is applied with netem on both ends when non-zero (a host
+	// link's is the NIC's delay line instead when the plan runs NICs:
+	// HostPort.DelayUS).
 	DelayUS int64 `yaml:"delay_us,omitempty"`
 }
 
@@ -354,12 +360,19 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 				Link:       h.Name + "--" + s.Name,
 			}
 			hp.GatewayLL = LinkLocal(hp.GatewayMAC)
+			// A host link's delay is the NIC's delay line when mrc-nicd
+			// runs (no netem needed: this kernel has none, and an XDP
+			// switch cannot hold a frame); netem on the veth otherwise.
+			linkDelay := t2.Host.Delay.Microseconds()
+			if t2.NICs {
+				hp.DelayUS, linkDelay = linkDelay, 0
+			}
 			s.Ports = append(s.Ports, Port{
 				Ifname: hp.SwitchPort, Role: "host", MAC: hp.GatewayMAC, Peer: h.Name + ":" + hp.Ifname,
 				PeerMAC: hp.MAC, PeerLL: LinkLocal(hp.MAC), Link: hp.Link, Model: model(t2.Host),
 			})
 			P.Links = append(P.Links, Link{
-				Name: hp.Link, Kind: LinkHost, Plane: p, DelayUS: t2.Host.Delay.Microseconds(),
+				Name: hp.Link, Kind: LinkHost, Plane: p, DelayUS: linkDelay,
 				A: End{Node: h.Name, NS: h.NS, Ifname: hp.Ifname, MAC: hp.MAC},
 				B: End{Node: s.Name, NS: s.NS, Ifname: hp.SwitchPort, MAC: hp.GatewayMAC},
 			})

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
@@ -385,5 +386,51 @@ func TestHostECN(t *testing.T) {
 		if hostPorts != p.Planes*p.T0PerPlane*p.HostsPerT0 {
 			t.Errorf("host_ecn=%v: %d host ports in the switch files, want one per host and plane", on, hostPorts)
 		}
+	}
+}
+
+// TestHostLinkDelay: a host link's delay becomes the port delay of the
+// host's mrc-nicd when the plan runs NICs (no netem on the veth: this
+// kernel has none), netem on the veth otherwise; a fabric link's delay
+// always stays on the link (netem, or netns.ErrNoNetem).
+func TestHostLinkDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		nics             bool
+		host, fabric     time.Duration
+		wantNIC          time.Duration // every NIC port's delay
+		wantHostLinkUS   int64
+		wantFabricLinkUS int64
+	}{
+		{name: "NICs hold the host link delay", nics: true, host: 5 * time.Millisecond, wantNIC: 5 * time.Millisecond},
+		{name: "kernel hosts: netem on the host link", host: 5 * time.Millisecond, wantHostLinkUS: 5000},
+		{name: "fabric delay stays on the link", nics: true, fabric: 2 * time.Millisecond, wantFabricLinkUS: 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top, _ := topo.Preset("clos-2p")
+			top.NICs = tc.nics
+			top.Host.Delay, top.Fabric.Delay = tc.host, tc.fabric
+			p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range p.Links {
+				want := map[string]int64{LinkHost: tc.wantHostLinkUS, LinkFabric: tc.wantFabricLinkUS}[l.Kind]
+				if l.Kind != LinkMgmt && l.DelayUS != want {
+					t.Errorf("%s link %s: delay_us %d, want %d", l.Kind, l.Name, l.DelayUS, want)
+				}
+			}
+			for i := range p.Hosts {
+				c := p.NICConfig(&p.Hosts[i])
+				if err := c.Validate(); err != nil {
+					t.Fatalf("%s: mrc-nicd config invalid: %v", p.Hosts[i].Name, err)
+				}
+				for _, port := range c.Ports {
+					if port.Delay != tc.wantNIC {
+						t.Errorf("%s port %s: delay %v, want %v", p.Hosts[i].Name, port.Name, port.Delay, tc.wantNIC)
+					}
+				}
+			}
+		})
 	}
 }

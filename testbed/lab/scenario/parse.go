@@ -237,7 +237,7 @@ func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
 			return nil
 		case "delay":
 			if l.Delay, err = time.ParseDuration(s); err != nil || l.Delay < 0 || l.Delay > 10*time.Second {
-				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (netem on both veth ends: docs/testbed.md)", "bad delay %q", s)
+				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (host links: mrc-nicd's delay line; fabric links: netem, docs/testbed.md)", "bad delay %q", s)
 			}
 			return nil
 		}
