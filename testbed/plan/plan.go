@@ -21,6 +21,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
@@ -75,6 +76,9 @@ type Plan struct {
 	// RoCEOptions): DCQCN slowed to the emulated links' speed (mrc-lab's
 	// topology.dcqcn_scale, S7 and S8).
 	NICDCQCNScale float64 `yaml:"nic_dcqcn_scale,omitempty"`
+	// NICRoCEAckTimeout, when set, is every NIC's roce.ack_timeout (the
+	// RoCE QPs' local ACK timeout; mrc-lab's topology.roce_ack_timeout).
+	NICRoCEAckTimeout time.Duration `yaml:"nic_roce_ack_timeout,omitempty"`
 	// PinGlob is what the run may own in bpffs (removed by down).
 	PinGlob    string   `yaml:"pin_glob"`
 	Namespaces []string `yaml:"namespaces"`
