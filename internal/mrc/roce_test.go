@@ -514,3 +514,34 @@ func TestRoCEStaleNAK(t *testing.T) {
 		t.Fatalf("%d timeouts, %d stale NAKs: want 1 and 1", s.Counters.Timeouts, s.RoCE.StaleNAK)
 	}
 }
+
+// TestRoCERetryTimeout: MRC's RetryTimeout (nothing acknowledged for that
+// long ends the QP) does not apply to RoCE QPs: IBTA RC fails a QP by its
+// retry count alone. A tail loss under an ACK timeout longer than the
+// RetryTimeout (mrc-nicd: qp.retry_timeout 4 s against NCCL's timeout 20,
+// 4.3 s) must wait for the timer and recover. Before the fix the QP failed
+// with RETRY_EXCEEDED one RetryTimeout after its last ACK, with no timeout
+// at all (S7 roce-1qp-loss, 2026-12-03: acked 1417216 bytes, then error
+// exactly 4.000 s later with 0 timeouts).
+func TestRoCERetryTimeout(t *testing.T) {
+	h := newHarness(t, hopts{seed: 71, qc: QPConfig{Transport: RoCE, RetryLimit: 7, RetryTimeout: 2 * Millisecond,
+		AckTimeout: 5 * Millisecond, FixedRTO: true, TimeoutMode: TimeoutLinear}})
+	seen := map[wire.PSN]int{}
+	var last wire.PSN
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if from != 0 || (wire.Decoder{}).Decode(f, &p) != nil || !p.Opcode.IsData() {
+			return false
+		}
+		if len(seen) == 0 {
+			last = p.PSN.Add(7)
+		}
+		seen[p.PSN]++
+		return p.PSN == last && seen[p.PSN] == 1 // the tail: only the timer finds it
+	}
+	h.transfer(8*2048, 8*2048, Second)
+	s := h.snap(0)
+	if s.State != QPReady || s.Counters.Timeouts != 1 || seen[last] != 2 {
+		t.Fatalf("QP %v/%v, %d timeouts, last packet sent %d times: want READY after 1 timeout", s.State, s.Status, s.Counters.Timeouts, seen[last])
+	}
+}
