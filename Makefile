@@ -89,7 +89,7 @@ RUNS ?= 3
 reproduce: build
 	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 	out=$$(mktemp -d /tmp/mrc-reproduce.XXXXXX); \
-	  $(BIN)/mrc-lab run --bin $(BIN) --times $(RUNS) --out $$out all; status=$$?; \
+	  $(BIN)/mrc-lab run --bin $(BIN) --times $(RUNS) --out $$out --readme README.md all; status=$$?; \
 	  find $$out -name samples.jsonl -delete; \
 	  rm -rf docs/results/lab && mkdir -p docs/results && cp -r $$out docs/results/lab && rm -rf $$out; exit $$status
 

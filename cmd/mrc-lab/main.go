@@ -41,6 +41,10 @@ run options:
                  report.md, the tools' output) and DIR/report.md combines them
   --bin DIR      mrc-switchd, mrc-nicd, mrc-write-bw (default $MRC_BIN, then PATH)
   --times N      run each scenario N times in a row (default 1)
+  --readme FILE  also write the per-scenario table (runs passing, the
+                 headline claim and every failed claim, run by run) into
+                 FILE between its reproduce:begin/end markers (make
+                 reproduce: README.md)
   -v             log the testbed's steps
 
 Needs root (namespaces, XDP, AF_XDP). Ctrl-C stops the run and tears the
@@ -115,6 +119,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bin := fs.String("bin", "", "folder of the daemons and tools")
 	times := fs.Int("times", 1, "runs of each scenario")
 	verbose := fs.Bool("v", false, "log the testbed's steps")
+	readme := fs.String("readme", "", "file whose reproduce:begin/end block gets the table")
 	var names []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -141,6 +146,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		list = append(list, s)
+	}
+	if *readme != "" {
+		// Check the markers before hours of runs, not after.
+		if err := spliceFile(*readme, ""); err != nil {
+			fmt.Fprintf(stderr, "mrc-lab: --readme %s: %v\n", *readme, err)
+			return 2
+		}
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(stderr, "mrc-lab: run needs root (network namespaces, XDP, AF_XDP)")
@@ -212,10 +224,33 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "combined report: %s\n", filepath.Join(*out, "report.md"))
+	if *readme != "" {
+		block := fmt.Sprintf("Command: `mrc-lab run %s`; %d runs in %v on %d CPUs, finished %s; load average %s before the first run, %s after the last. The full report is report.md in the output folder (make reproduce: docs/results/lab/report.md).\n\n%s",
+			argv, len(outs), time.Since(start).Round(time.Second), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), outs[0].LoadBefore, outs[len(outs)-1].LoadAfter, report.Digest(outs))
+		if err := spliceFile(*readme, block); err != nil {
+			fmt.Fprintf(stderr, "mrc-lab: --readme %s: %v\n", *readme, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "table written into %s\n", *readme)
+	}
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// spliceFile rewrites the reproduce block of path with block; with block
+// empty it only checks that the markers are there.
+func spliceFile(path, block string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	out, err := report.Splice(string(doc), block)
+	if err != nil || block == "" {
+		return err
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
 }
 
 // rebase points a scenario report's figure links into its folder and

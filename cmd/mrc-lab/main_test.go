@@ -15,6 +15,10 @@ func TestCommands(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("name: x\nspines: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	nomark := filepath.Join(t.TempDir(), "README.md")
+	if err := os.WriteFile(nomark, []byte("# no markers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args      []string
 		code      int
@@ -28,6 +32,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"check", "no-such"}, 1, "", "no-such: no such file and no shipped scenario of that name"},
 		{[]string{"run"}, 2, "", "name at least one scenario"},
 		{[]string{"run", "no-such"}, 2, "", "no such file"},
+		{[]string{"run", "--readme", nomark, "s01-bandwidth"}, 2, "", "--readme " + nomark + ": no \"<!-- reproduce:begin"},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 	}
 	for _, c := range cases {

@@ -39,12 +39,7 @@ func TestFlapDampingKeepsFlappingPortOut(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, hopts{seed: 77, cfg: func(c *Config) {
-				c.PortRate = 10
-				c.FlapWindow, c.FlapHold, c.FlapHoldMax = 200*Microsecond, tc.hold, holdMax
-			}})
-			h.Rate = 10
-			h.startTransfer(16<<20, 256<<10)
+			h := flapHarness(t, 77, 200*Microsecond, tc.hold, holdMax, 16<<20)
 			down := false
 			h.Filter = func(_ int, port wire.Plane, _ []byte) bool { return down && port == 1 }
 			var lastUp Time
@@ -144,12 +139,7 @@ func TestFlapDampingNeverHoldsEveryPlane(t *testing.T) {
 		settle    = 4 * half
 	)
 	sent := func(hold Time) uint64 {
-		h := newHarness(t, hopts{seed: 78, cfg: func(c *Config) {
-			c.PortRate = 10
-			c.FlapWindow, c.FlapHold, c.FlapHoldMax = 200*Microsecond, hold, 200*Microsecond
-		}})
-		h.Rate = 10
-		h.startTransfer(16<<20, 256<<10)
+		h := flapHarness(t, 78, 200*Microsecond, hold, 200*Microsecond, 16<<20)
 		down := false
 		h.Filter = func(int, wire.Plane, []byte) bool { return down }
 		flip := func(up bool) {
@@ -242,12 +232,7 @@ func TestPathFlapDampingKeepsSilentFlapOut(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, hopts{seed: 79, cfg: func(c *Config) {
-				c.PortRate = 10
-				c.FlapWindow, c.FlapHold, c.FlapHoldMax = 1*Millisecond, tc.hold, holdMax
-			}})
-			h.Rate = 10
-			h.startTransfer(64<<20, 256<<10)
+			h := flapHarness(t, 79, 1*Millisecond, tc.hold, holdMax, 64<<20)
 			lastUp := silentFlap(h, 1<<1, flapStart, half, tc.flaps)
 			if tc.flaps > 1 {
 				h.run(flapStart+settle, nil)
@@ -293,12 +278,7 @@ func TestPathFlapDampingKeepsSilentFlapOut(t *testing.T) {
 func TestPathFlapDampingNeverHoldsEveryPath(t *testing.T) {
 	const half = 100 * Microsecond
 	sent := func(hold Time) uint64 {
-		h := newHarness(t, hopts{seed: 80, cfg: func(c *Config) {
-			c.PortRate = 10
-			c.FlapWindow, c.FlapHold, c.FlapHoldMax = 1*Millisecond, hold, 400*Microsecond
-		}})
-		h.Rate = 10
-		h.startTransfer(64<<20, 256<<10)
+		h := flapHarness(t, 80, 1*Millisecond, hold, 400*Microsecond, 64<<20)
 		end := silentFlap(h, 1<<testPlanes-1, 100*Microsecond, half, 15)
 		h.run(900*Microsecond, nil)
 		_, a := dataFrames(h, 0)
@@ -350,4 +330,17 @@ func TestSharedPathDampCountsEachOutageOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flapHarness is the damping tests' set-up: a 10 Gb/s engine pair with the
+// given flap window and holds, moving size bytes in 256 KiB writes.
+func flapHarness(t *testing.T, seed uint64, window, hold, holdMax Time, size int) *harness {
+	t.Helper()
+	h := newHarness(t, hopts{seed: seed, cfg: func(c *Config) {
+		c.PortRate = 10
+		c.FlapWindow, c.FlapHold, c.FlapHoldMax = window, hold, holdMax
+	}})
+	h.Rate = 10
+	h.startTransfer(size, 256<<10)
+	return h
 }
