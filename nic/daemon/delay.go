@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/tagmetrics"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/delayline"
 	"github.com/softmrc/softmrc/nic/xsk"
@@ -37,7 +38,15 @@ type delayPort struct {
 	txC, rxC delayCounters
 }
 
-type delayCounters struct{ held, peak, dropped, out atomic.Uint64 }
+// delayCounters mirror one line's counters; out and dropped are exported
+// through tagmetrics (mrc_port_delay_frames_total, _dropped_total), held
+// and peak as gauges.
+type delayCounters struct {
+	out     atomic.Uint64 `metric:"delay_frames" help:"Frames a port's delay line released after the delay."`
+	dropped atomic.Uint64 `metric:"delay_dropped" help:"Frames a port's delay line dropped: its pool (delay_frames) was full."`
+	held    atomic.Uint64
+	peak    atomic.Uint64
+}
 
 func (c *delayCounters) store(s delayline.Counters) {
 	c.held.Store(s.Held)
@@ -200,8 +209,6 @@ func (d *Daemon) logDelayLines() {
 var (
 	descDelayHeld = prometheus.NewDesc("mrc_port_delay_held", "Frames a port's delay line holds now.", []string{"port", "dir"}, nil)
 	descDelayPeak = prometheus.NewDesc("mrc_port_delay_peak_held", "The most frames a port's delay line held at once.", []string{"port", "dir"}, nil)
-	descDelayDrop = prometheus.NewDesc("mrc_port_delay_dropped_total", "Frames a port's delay line dropped: its pool (delay_frames) was full.", []string{"port", "dir"}, nil)
-	descDelayOut  = prometheus.NewDesc("mrc_port_delay_frames_total", "Frames a port's delay line released after the delay.", []string{"port", "dir"}, nil)
 )
 
 // collectDelay adds the delay lines' metrics.
@@ -213,8 +220,7 @@ func (d *Daemon) collectDelay(ch chan<- prometheus.Metric) {
 		}{{"tx", &p.txC}, {"rx", &p.rxC}} {
 			ch <- prometheus.MustNewConstMetric(descDelayHeld, prometheus.GaugeValue, float64(x.c.held.Load()), p.Name(), x.dir)
 			ch <- prometheus.MustNewConstMetric(descDelayPeak, prometheus.GaugeValue, float64(x.c.peak.Load()), p.Name(), x.dir)
-			ch <- prometheus.MustNewConstMetric(descDelayDrop, prometheus.CounterValue, float64(x.c.dropped.Load()), p.Name(), x.dir)
-			ch <- prometheus.MustNewConstMetric(descDelayOut, prometheus.CounterValue, float64(x.c.out.Load()), p.Name(), x.dir)
+			tagmetrics.Collect(ch, "mrc_port_", tagmetrics.Fields(x.c), []string{"port", "dir"}, p.Name(), x.dir)
 		}
 	}
 }
