@@ -31,6 +31,7 @@ type delayPort struct {
 	tx, rx *delayline.Line
 	now    func() int64
 	batch  [][]byte
+	one    [][]byte // SendFunc's one-frame batch over scratch
 	frame  int
 	fill   func(frame []byte) // rx.Put at putNow, bound once (no closure per turn)
 	putNow int64
@@ -72,7 +73,7 @@ func newDelayPort(p xsk.Port, cp config.Port, now func() int64) (*delayPort, err
 	if err != nil {
 		return nil, err
 	}
-	d := &delayPort{Port: p, tx: tx, rx: rx, now: now, batch: make([][]byte, 0, txBatch), frame: frame}
+	d := &delayPort{Port: p, tx: tx, rx: rx, now: now, batch: make([][]byte, 0, txBatch), one: [][]byte{make([]byte, frame)}, frame: frame}
 	d.fill = func(f []byte) { d.rx.Put(d.putNow, f) }
 	return d, nil
 }
@@ -108,16 +109,18 @@ func (d *delayPort) Send(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 
-// SendFunc builds each frame in a scratch buffer and sends it.
+// SendFunc builds each frame in a scratch buffer (allocated once) and puts
+// it in the transmit line.
 func (d *delayPort) SendFunc(max int, build func(frame []byte) int) (int, error) {
-	buf := make([]byte, d.frame)
+	scratch := d.one[0][:cap(d.one[0])]
 	k := 0
 	for ; k < max; k++ {
-		n := build(buf)
+		n := build(scratch)
 		if n <= 0 {
 			break
 		}
-		if _, err := d.Send([][]byte{buf[:n]}); err != nil {
+		d.one[0] = scratch[:n]
+		if _, err := d.Send(d.one); err != nil {
 			return k, err
 		}
 	}

@@ -72,6 +72,25 @@ func TestDelayPort(t *testing.T) {
 	if at, ok := dp.due(); ok {
 		t.Fatalf("a frame still due at %d with both lines empty", at)
 	}
+	// SendFunc goes through the line too.
+	now = int64(20 * time.Millisecond)
+	built := 0
+	if n, err := dp.SendFunc(4, func(f []byte) int {
+		if built++; built > 1 {
+			return 0 // one frame, then stop
+		}
+		return copy(f, "s1")
+	}); n != 1 || err != nil {
+		t.Fatalf("SendFunc = %d, %v: want 1 frame", n, err)
+	}
+	recvEngine()
+	recvB()
+	now += int64(delay)
+	recvEngine()
+	recvB()
+	if got := strings.Join(atB, ","); got != "t1,t2,s1" {
+		t.Fatalf("after SendFunc and the delay the far end has %q", got)
+	}
 	// The metrics.
 	d := &Daemon{delayed: []*delayPort{dp}}
 	ch := make(chan prometheus.Metric, 64)
@@ -94,7 +113,7 @@ func TestDelayPort(t *testing.T) {
 		got[name+"/"+dir] = v
 	}
 	for k, want := range map[string]float64{"mrc_port_delay_dropped_total/tx": 1, "mrc_port_delay_peak_held/tx": 2,
-		"mrc_port_delay_frames_total/tx": 2, "mrc_port_delay_frames_total/rx": 1, "mrc_port_delay_held/rx": 0} {
+		"mrc_port_delay_frames_total/tx": 3, "mrc_port_delay_frames_total/rx": 1, "mrc_port_delay_held/rx": 0} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("metric %s = %v (present %v), want %v; all: %v", k, v, ok, want, got)
 		}
