@@ -48,7 +48,8 @@ run options:
   -v             log the testbed's steps
 
 Needs root (namespaces, XDP, AF_XDP). Ctrl-C stops the run and tears the
-testbed down. Exit status 0 when every claim passed, 1 when one failed or a
+testbed down. Exit status 0 when every claim passed (report-only claims,
+verdict REPORTED, never fail a run), 1 when one failed or a
 run broke, 2 on usage errors.
 `
 
@@ -195,7 +196,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			for _, r := range o.Results {
 				mark := "ok  "
-				if !r.Pass {
+				switch {
+				case r.Reported:
+					mark = "rep "
+				case !r.Pass:
 					mark = "FAIL"
 				}
 				fmt.Fprintf(stdout, "  %s %s: %.4g %s (%s)\n", mark, r.Claim, r.Measured, r.Unit, r.Bounds)

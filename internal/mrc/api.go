@@ -221,7 +221,9 @@ type QPConfig struct {
 	// acknowledged for this long goes to error with StatusRetryExceeded,
 	// flushing its WRs (RC's retry count × timeout: a peer that is gone
 	// is not retried forever). Default max(1 s, MaxAckTimeout); negative:
-	// never.
+	// never. Not for RoCE QPs: IBTA RC ends a QP by its retry count only
+	// (RetryLimit transport timeouts or NAKs without progress), so a
+	// RoCE QP waits out its ACK timeout however long (TestRoCERetryTimeout).
 	RetryTimeout Time
 	// NoEVTimeout: a QP with data to send and no usable EV for this long goes
 	// to error (default 100 ms).

@@ -90,10 +90,13 @@ type Daemon struct {
 	portUp   []atomic.Bool
 
 	// Loop-only state.
-	qps     map[wire.QPN]*qpState
-	comps   []mrc.Completion
-	deliver map[uint32][]vproto.CQE
-	txq     []portTx
+	rings    map[uint32]*ringSession // by owner (ring.go)
+	ringList []*ringSession
+	qps      map[wire.QPN]*qpState
+	comps    []mrc.Completion
+	deliver  map[uint32][]vproto.CQE
+	txq      []portTx
+	delayed  []*delayPort // ports with a delay line (delay.go)
 	// txSlot and txCommit are txSlotFn and txCommitFn bound once.
 	txSlot   func(wire.Plane) []byte
 	txCommit func(wire.Plane, int)
@@ -134,6 +137,11 @@ type counters struct {
 	postErrors    atomic.Uint64 `metric:"post_errors" help:"Work requests the engine refused."`
 	badOwner      atomic.Uint64 `metric:"not_owner" help:"Requests for a QP the session does not own."`
 	cqes          atomic.Uint64 `metric:"cqes" help:"Completions delivered to sessions."`
+	ringPosts     atomic.Uint64 `metric:"ring_posts" help:"Work requests taken from sessions' shared-memory rings."`
+	ringBells     atomic.Uint64 `metric:"ring_doorbells" help:"Times a session's ring doorbell woke the run loop."`
+	appWakes      atomic.Uint64 `metric:"ring_app_wakes" help:"Times the run loop woke an application sleeping on its ring."`
+	ringFailures  atomic.Uint64 `metric:"ring_failures" help:"Sessions closed because their shared-memory ring was corrupt."`
+	ringOverflows atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
 }
 
 // qpState is the daemon's view of one engine QP.
@@ -166,7 +174,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		log = slog.Default()
 	}
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
-		qps: map[wire.QPN]*qpState{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
+		qps: map[wire.QPN]*qpState{}, rings: map[uint32]*ringSession{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
 	defer func() {
@@ -251,6 +259,9 @@ func New(opts Options) (_ *Daemon, err error) {
 		if d.cap, err = newCapture(opts.Capture, idx, max); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.wrapDelayPorts(); err != nil {
+		return nil, err
 	}
 	d.txq = make([]portTx, len(d.ports))
 	d.txSlot, d.txCommit = d.txSlotFn, d.txCommitFn
@@ -344,12 +355,14 @@ func (d *Daemon) closeResources() {
 	for _, c := range d.carriers {
 		c.Close()
 	}
+	d.logDelayLines()
 	for _, p := range d.ports {
 		if p != nil {
 			p.Close()
 		}
 	}
 	d.ports = nil
+	d.closeRings()
 	if d.evfd >= 0 {
 		unix.Close(d.evfd)
 		d.evfd = -1
@@ -437,6 +450,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		// complete (exec) before it can post, and what it posted before a
 		// Destroy must reach the QP before the Destroy does.
 		work += d.drainPosts(d.now())
+		work += d.drainRings(d.now())
 		for n := 0; n < 256; n++ {
 			select {
 			case fn := <-d.cmds:
@@ -555,7 +569,7 @@ func (d *Daemon) idle(ctx context.Context) {
 			dl = t
 		}
 	}
-	dl = min(dl, d.tele.next)
+	dl = min(dl, d.tele.next, d.delayDeadline())
 	wait := time.Duration(dl - now)
 	if dl == mrc.Never || wait > 100*time.Millisecond {
 		wait = 100 * time.Millisecond // ctx is checked at least this often
@@ -563,9 +577,15 @@ func (d *Daemon) idle(ctx context.Context) {
 	if wait <= 0 {
 		return
 	}
+	// need_wakeup (the rings' and the socket posts'), then one more look:
+	// a post that raced the flag is seen here or rings the doorbell.
 	d.sleep.Store(true)
-	defer d.sleep.Store(false)
-	if len(d.cmds) > 0 || d.pq.n.Load() > 0 || ctx.Err() != nil {
+	d.ringsAsleep(true)
+	defer func() {
+		d.ringsAsleep(false)
+		d.sleep.Store(false)
+	}()
+	if len(d.cmds) > 0 || d.pq.n.Load() > 0 || d.ringsPending() || ctx.Err() != nil {
 		return
 	}
 	d.c.sleeps.Add(1)
@@ -577,21 +597,32 @@ func (d *Daemon) idle(ctx context.Context) {
 		}
 		return
 	}
-	fds := make([]unix.PollFd, 0, len(d.ports)+1)
+	fds := make([]unix.PollFd, 0, len(d.ports)+1+len(d.ringList))
 	for _, p := range d.ports {
 		_ = p.Wait(0) // kicks pending transmissions and reclaims completions
 		fds = append(fds, unix.PollFd{Fd: int32(p.(interface{ FD() int }).FD()), Events: unix.POLLIN})
 	}
 	fds = append(fds, unix.PollFd{Fd: int32(d.evfd), Events: unix.POLLIN})
+	for _, rs := range d.ringList {
+		fds = append(fds, unix.PollFd{Fd: int32(rs.bell), Events: unix.POLLIN})
+	}
 	// ppoll sleeps to the nanosecond: a millisecond poll would either
 	// oversleep engine timers or, rounded down to 0, spin and take the CPU
 	// from the applications and the peer (2 cores on a testbed VM).
 	ts := unix.NsecToTimespec(int64(wait))
 	_, _ = unix.Ppoll(fds, &ts, nil)
-	if fds[len(fds)-1].Revents != 0 {
+	ev := len(d.ports)
+	if fds[ev].Revents != 0 {
 		var b [8]byte
 		_, _ = unix.Read(d.evfd, b[:])
 		d.c.wakes.Add(1)
+	}
+	for i, rs := range d.ringList {
+		if fds[ev+1+i].Revents != 0 {
+			var b [8]byte
+			_, _ = unix.Read(rs.bell, b[:])
+			d.c.ringBells.Add(1)
+		}
 	}
 }
 

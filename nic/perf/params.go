@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -72,6 +73,18 @@ type Params struct {
 	// values (verbs.Remote.EVs): the paths this side sends on. Not sent to
 	// the peer; each side pins its own.
 	EVs []uint32
+
+	// Spin is how long this side polls its completion ring before it
+	// sleeps (verbs.Options.Spin); NoRing keeps it on the device socket.
+	// Each side its own: not sent to the peer.
+	Spin   time.Duration `json:"-"`
+	NoRing bool          `json:"-"`
+	// RateLimit, when not 0, caps what this side posts (mrc-write-bw):
+	// messages are posted no faster than RateLimit (bit/s, or messages/s
+	// with RatePPS), perftest's --rate_limit with the software limiter.
+	// Not sent to the peer (the peer's own flag limits its side).
+	RateLimit float64
+	RatePPS   bool
 
 	// OnListen, when set, is called with the server's listening address
 	// (tests listen on port 0).
@@ -138,6 +151,14 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion")
 	transport := fs.String("transport", "mrc", "QP transport: mrc, or roce (the RoCEv2 RC baseline: one path per QP, go-back-N, DCQCN; docs/roce.md); both sides must use the same")
 	evs := fs.String("evs", "", "pin every QP of this side to these EVs (the paths it sends on), comma-separated: a number (0x10000000) or PLANE.T1 (1.0 = plane 1 through T1 0, several of one PLANE.T1 get distinct entropy); empty: mrc-nicd spreads its EVs over every plane and T1")
+	vo, err := verbs.DefaultOptions()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	fs.DurationVar(&p.Spin, "spin", vo.Spin, "poll the completion ring this long before sleeping (0: sleep at once; costs a CPU while it spins; env MRC_VERBS_SPIN); see docs/performance.md for what pays on this machine")
+	fs.BoolVar(&p.NoRing, "no-ring", vo.NoRing, "post and complete through the device socket instead of the shared-memory rings (env MRC_VERBS_RING=0)")
+	rate := fs.Float64("rate_limit", 0, "cap what this side posts at this rate in --rate_units (a software limiter spacing the messages; 0: none)")
+	units := fs.String("rate_units", "g", "units of --rate_limit: M (Mbit/s), g (Gbit/s) or p (messages/s), as perftest's")
 	fs.IntVar(&p.MaxReports, "max_reports", 0, "with --run_infinitely: stop after this many reports (0: until SIGINT)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s [options]            (server)\n       %s [options] SERVER     (client)\n\n", name, name)
@@ -172,7 +193,31 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	if len(pos) == 1 {
 		p.Server = pos[0]
 	}
+	if err := p.setRate(*rate, *units); err != nil {
+		return nil, err
+	}
 	return p, p.check()
+}
+
+// setRate reads --rate_limit and --rate_units.
+func (p *Params) setRate(rate float64, units string) error {
+	if rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+		return fmt.Errorf("%w: --rate_limit %g: want a rate > 0, or 0 for none", ErrUsage, rate)
+	}
+	switch units {
+	case "M":
+		p.RateLimit = rate * 1e6
+	case "g":
+		p.RateLimit = rate * 1e9
+	case "p":
+		p.RateLimit, p.RatePPS = rate, rate > 0
+	default:
+		return fmt.Errorf("%w: --rate_units %q: want M (Mbit/s), g (Gbit/s) or p (messages/s)", ErrUsage, units)
+	}
+	if rate > 0 && p.Kind == Lat {
+		return fmt.Errorf("%w: --rate_limit: the latency test sends one message at a time already", ErrUsage)
+	}
+	return nil
 }
 
 func (p *Params) check() error {
@@ -198,6 +243,9 @@ func (p *Params) check() error {
 	if p.Port < 0 || p.Port > 65535 {
 		errs = append(errs, fmt.Sprintf("-p %d: not a TCP port", p.Port))
 	}
+	if p.Spin < 0 || p.Spin > time.Second {
+		errs = append(errs, fmt.Sprintf("--spin %v: want 0 .. 1s", p.Spin))
+	}
 	if p.Kind == Lat && p.Bidir {
 		errs = append(errs, "-b: the latency test is a ping-pong already")
 	}
@@ -205,6 +253,18 @@ func (p *Params) check() error {
 		return fmt.Errorf("%w: %s", ErrUsage, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// perMessage is the time --rate_limit allots one message of size bytes
+// (0: no limit).
+func (p *Params) perMessage(size int) time.Duration {
+	switch {
+	case p.RateLimit <= 0:
+		return 0
+	case p.RatePPS:
+		return time.Duration(float64(time.Second) / p.RateLimit)
+	}
+	return time.Duration(float64(size) * 8 / p.RateLimit * float64(time.Second))
 }
 
 func (p *Params) dur() time.Duration { return time.Duration(p.Duration) * time.Second }

@@ -188,7 +188,7 @@ func TestParse(t *testing.T) {
 	if err != nil || l.Size != 2 || l.Iters != 1000 || l.TxDepth != 1 || l.Server != "" {
 		t.Fatalf("lat defaults %+v %v", l, err)
 	}
-	for _, bad := range [][]string{{"-n", "2"}, {"a", "b"}, {"-q", "0"}, {"-s", "0"}, {"--nope"}} {
+	for _, bad := range [][]string{{"-n", "2"}, {"a", "b"}, {"-q", "0"}, {"-s", "0"}, {"--nope"}, {"--rate_limit", "-1"}, {"--rate_limit", "5", "--rate_units", "k"}} {
 		if _, err := Parse(BW, bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -380,6 +380,52 @@ func TestWriteBWEVsPinThePlane(t *testing.T) {
 				t.Errorf("p0 sent %d frames, p1 %d: want the data (>= %d frames) on p1 where every pinned EV is, p0 under a tenth of it", p0, p1, frames)
 			case !c.pinned && (p0*4 < p1 || p1*4 < p0):
 				t.Errorf("p0 sent %d frames, p1 %d: without --evs both planes should carry a fair share", p0, p1)
+			}
+		})
+	}
+}
+
+// TestWriteBWRateLimit: --rate_limit caps what the client posts. The
+// unlimited run of the same size on the same daemons is the baseline: it
+// must be far above the limit, or the test would pass without a limiter.
+// The bound is the limiter's own (rate × time + one message), with 10 %
+// for the clock; a loaded machine may go below the limit, never above.
+func TestWriteBWRateLimit(t *testing.T) {
+	pr := daemontest.Start(t, 1)
+	const size = 4096
+	for _, tc := range []struct {
+		name string
+		args []string
+		max  float64 // MiB/s; 0: no cap (the baseline)
+	}{
+		{"unlimited", nil, 0},
+		{"8 Mbit/s", []string{"--rate_limit", "8", "--rate_units", "M"}, 8e6 / 8 / (1 << 20)},
+		{"250 messages/s", []string{"--rate_limit", "250", "--rate_units", "p"}, 250 * size / float64(1<<20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-s", "4096", "-D", "1", "--json", "--verify"}, tc.args...)
+			out, errOut, err := runPairOn(t, pr, BW, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, out, errOut)
+			}
+			var doc struct{ Results []BWResult }
+			if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Results) != 1 {
+				t.Fatalf("stdout: %v\n%s", err, out)
+			}
+			r := doc.Results[0]
+			if !r.Verified || r.Mismatches != 0 {
+				t.Fatalf("not verified: %+v", r)
+			}
+			t.Logf("%s: %.3f MiB/s over %.2f s (%d messages)", tc.name, r.Average, r.Seconds, r.Iterations)
+			if tc.max == 0 {
+				if r.Average < 4*8e6/8/(1<<20) {
+					t.Fatalf("unlimited run %.3f MiB/s: not 4× above the 8 Mbit/s limit, so the limited runs prove nothing", r.Average)
+				}
+				return
+			}
+			bound := tc.max*1.1 + float64(size)/(1<<20)/r.Seconds
+			if r.Average > bound || r.Average < tc.max/4 {
+				t.Fatalf("%.3f MiB/s with a limit of %.3f MiB/s: want ≤ %.3f (and not starved below a quarter)", r.Average, tc.max, bound)
 			}
 		})
 	}

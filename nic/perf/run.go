@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -93,7 +94,7 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	if p.JSON {
 		s.out, s.diag = io.Discard, stderr
 	}
-	s.dev, err = verbs.Open(p.Device)
+	s.dev, err = verbs.OpenWith(p.Device, verbs.Options{Spin: p.Spin, NoRing: p.NoRing})
 	if err != nil {
 		return err
 	}
@@ -399,6 +400,31 @@ func (s *session) next(ctx context.Context, spin bool) ([]verbs.Completion, erro
 	}
 }
 
+// nextBy returns the completions there are, waiting for one until
+// deadline at most (none when it passes first); it fails when the device
+// dies or ctx ends.
+func (s *session) nextBy(ctx context.Context, deadline time.Time) ([]verbs.Completion, error) {
+	for {
+		n, err := s.dev.PollCQ(s.cs)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			return s.cs[:n], nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, nil
+		}
+		if _, err := s.dev.WaitCQ(min(wait, 50*time.Millisecond)); err != nil {
+			return nil, err
+		}
+	}
+}
+
 func completionErr(c verbs.Completion) error {
 	return fmt.Errorf("work request %#x on QP %#06x failed: %v", c.ID, c.QPN, c.Status)
 }
@@ -424,8 +450,18 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	start := time.Now()
 	end := start.Add(dur)
 	last := start
+	// --rate_limit: message i (over every QP) is posted no earlier than
+	// start + i × perMsg, so what was posted by t is at most rate × t plus
+	// one message.
+	perMsg := p.perMessage(size)
+	var posted uint64 // over every QP
 	for {
 		stopPosting := ctx.Err() != nil || (dur > 0 && time.Now().After(end))
+		budget := uint64(math.MaxUint64)
+		if perMsg > 0 {
+			budget = uint64(time.Since(start)/perMsg) + 1 - posted
+		}
+		held := false // the limiter kept a QP from posting
 		busy := false
 		for _, q := range s.qps {
 			n := uint64(p.TxDepth) - (q.posted - q.done)
@@ -444,6 +480,11 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 			if stopPosting {
 				n = 0
 			}
+			if n > budget {
+				n, held = budget, true
+			}
+			budget -= n
+			posted += n
 			if n > 0 {
 				wrs = wrs[:0]
 				for j := uint64(0); j < n; j++ {
@@ -477,7 +518,14 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 		if !busy && (dur == 0 || stopPosting) {
 			break
 		}
-		cs, err := s.next(ctx, false)
+		var cs []verbs.Completion
+		var err error
+		if held {
+			// Wake for a completion or when the next message may go.
+			cs, err = s.nextBy(ctx, start.Add(time.Duration(posted)*perMsg))
+		} else {
+			cs, err = s.next(ctx, false)
+		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return sendStat{}, err
 		}

@@ -48,6 +48,15 @@ type NIC interface {
 	CloseOwner(owner uint32)
 }
 
+// RingNIC is a NIC that serves sessions through shared-memory rings
+// (nic/shmring): AttachRing takes the ring's memfd and the doorbell eventfd
+// (the caller closes both afterwards; the NIC keeps what it needs). A NIC
+// without it answers ring requests with an error, and clients stay on the
+// socket.
+type RingNIC interface {
+	AttachRing(owner uint32, memfd, doorbell int, req vproto.Ring) error
+}
+
 // Caller is who sent a request: the session, and the process and user the
 // kernel vouches for (SO_PEERCRED at accept).
 type Caller struct {
@@ -239,6 +248,17 @@ func (ss *session) tryWrite(cqes []vproto.CQE) bool {
 		return false
 	}
 	return werr == nil
+}
+
+// Fail ends session owner with a last message saying why (the NIC found it
+// misbehaving: a corrupt shared-memory ring). Other sessions go on.
+func (s *Service) Fail(owner uint32, reason string) {
+	s.mu.Lock()
+	ss := s.sessions[owner]
+	s.mu.Unlock()
+	if ss != nil {
+		ss.fatal(reason)
+	}
 }
 
 // SessionList returns the open sessions that caller may see: all for an
@@ -510,6 +530,22 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 		return nil, s.nic.DestroyQP(ss.id, r.QPN)
 	case vproto.TypeWatch:
 		return ss.watch(body)
+	case vproto.TypeRing:
+		var r vproto.Ring
+		if err := decode(&r); err != nil {
+			return nil, err
+		}
+		rn, ok := s.nic.(RingNIC)
+		if !ok {
+			return nil, errors.New("ring: this NIC serves the socket path only")
+		}
+		if len(fds) != 2 {
+			return nil, fmt.Errorf("ring needs the ring memfd and the doorbell eventfd passed with the request (got %d descriptors)", len(fds))
+		}
+		if err := rn.AttachRing(ss.id, fds[0], fds[1], r); err != nil {
+			return nil, fmt.Errorf("ring: %w", err)
+		}
+		return nil, nil
 	case vproto.TypeCtl:
 		var r vproto.CtlRequest
 		if err := decode(&r); err != nil {

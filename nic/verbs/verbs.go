@@ -7,9 +7,13 @@
 // Memory registered with RegMR is a memfd that the application and the
 // daemon both map: the daemon places incoming data straight into the
 // application's pages and reads outgoing data from them, so no payload ever
-// crosses the socket. PostSend sends any number of work requests in one
-// message (one syscall), and completions arrive in batches that a reader
-// goroutine queues; PollCQ takes them without a syscall.
+// crosses the socket. Work requests and completions go through shared
+// rings as well (nic/shmring, negotiated at Open): PostSend writes the SQ
+// and makes a syscall only when the daemon's loop sleeps (its doorbell),
+// PollCQ reads the CQ, and WaitCQ spins for Options.Spin and then sleeps
+// on a futex the daemon wakes only when someone waits. With a daemon that
+// has no rings (or Options.NoRing) PostSend is one message on the device
+// socket and a reader goroutine queues the completions that come back.
 //
 // A Device is safe for concurrent use.
 package verbs
@@ -23,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -108,11 +113,31 @@ type Device struct {
 	err     error         // set once the device is dead
 	mrs     map[uint32]*MR
 	done    chan struct{}
+	dead    atomic.Bool // d.err is set (read without d.mu by ring waiters)
+
+	// The shared-memory path (ring.go); nil on the socket path. rmu guards
+	// the mapping's life: ring users hold it for reading, Close unmaps
+	// under the write lock (and d.mu, which fail's wake-up holds).
+	rmu  sync.RWMutex
+	ring *ring
+	sqmu sync.Mutex // serialises the SQ's producers
+	spin time.Duration
 }
 
-// Open connects to the device socket at path (mrc-nicd's device_socket).
+// Open connects to the device socket at path (mrc-nicd's device_socket)
+// with DefaultOptions: work requests and completions go through
+// shared-memory rings when the daemon serves them, else the socket.
 func Open(path string) (*Device, error) {
-	return open(context.Background(), path)
+	o, err := DefaultOptions()
+	if err != nil {
+		return nil, err
+	}
+	return OpenWith(path, o)
+}
+
+// OpenWith is Open with explicit options.
+func OpenWith(path string, o Options) (*Device, error) {
+	return open(context.Background(), path, o)
 }
 
 // Ping tells whether mrc-nicd serves applications on the device socket at
@@ -122,14 +147,17 @@ func Open(path string) (*Device, error) {
 // "protocol wrong type for socket", and a connect alone does not show that
 // the daemon answers.
 func Ping(ctx context.Context, path string) error {
-	d, err := open(ctx, path)
+	d, err := open(ctx, path, Options{NoRing: true})
 	if err != nil {
 		return err
 	}
 	return d.Close()
 }
 
-func open(ctx context.Context, path string) (*Device, error) {
+func open(ctx context.Context, path string, o Options) (*Device, error) {
+	if o.Spin < 0 || o.Spin > time.Second {
+		return nil, fmt.Errorf("verbs: spin %v: want 0 to 1s", o.Spin)
+	}
 	var dl net.Dialer
 	nc, err := dl.DialContext(ctx, "unixpacket", path)
 	if err != nil {
@@ -142,13 +170,18 @@ func open(ctx context.Context, path string) (*Device, error) {
 		c.SetDeadline(t)
 	}
 	d := &Device{conn: c, path: path, pending: map[uint32]chan vproto.Reply{},
-		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{})}
+		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin}
 	go d.reader()
 	var info DeviceInfo
 	if err := d.call(vproto.TypeHello, vproto.Hello{Version: vproto.Version,
 		Client: filepath.Base(os.Args[0]), PID: os.Getpid()}, -1, &info); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("verbs: open device %s: hello: %w", path, err)
+	}
+	if !o.NoRing {
+		if err := d.attachRing(o.Layout); err != nil {
+			ringFallback(path, err)
+		}
 	}
 	c.SetDeadline(time.Time{})
 	d.info = info
@@ -165,6 +198,7 @@ func (d *Device) Close() error {
 	d.fail(errors.New("verbs: device closed"))
 	err := d.conn.Close()
 	<-d.done
+	d.closeRing()
 	return err
 }
 
@@ -179,11 +213,13 @@ func (d *Device) fail(err error) {
 	d.mu.Lock()
 	if d.err == nil {
 		d.err = err
+		d.dead.Store(true)
 		for s, ch := range d.pending {
 			ch <- vproto.Reply{Error: err.Error()}
 			delete(d.pending, s)
 		}
 	}
+	d.wakeRingLocked()
 	d.mu.Unlock()
 	select {
 	case d.cqReady <- struct{}{}:
@@ -215,6 +251,7 @@ func (d *Device) reader() {
 		case vproto.TypeCompletions:
 			d.mu.Lock()
 			d.cq, err = vproto.ParseCQEs(d.cq, body)
+			d.wakeRingLocked()
 			d.mu.Unlock()
 			if err != nil {
 				d.fail(fmt.Errorf("%w: %v", ErrDeviceGone, err))
@@ -255,6 +292,15 @@ func (d *Device) deadErr() error {
 // call sends a JSON request (with fd when >= 0) and waits for its reply,
 // decoding the body into out when non-nil.
 func (d *Device) call(t vproto.Type, req any, fd int, out any) error {
+	var fds []int
+	if fd >= 0 {
+		fds = []int{fd}
+	}
+	return d.callFDs(t, req, fds, out)
+}
+
+// callFDs is call passing the descriptors fds with the request.
+func (d *Device) callFDs(t vproto.Type, req any, fds []int, out any) error {
 	ch := make(chan vproto.Reply, 1)
 	d.mu.Lock()
 	if d.err != nil {
@@ -271,8 +317,8 @@ func (d *Device) call(t vproto.Type, req any, fd int, out any) error {
 		return err
 	}
 	var oob []byte
-	if fd >= 0 {
-		oob = unix.UnixRights(fd)
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
 	}
 	d.wmu.Lock()
 	_, _, err = d.conn.WriteMsgUnix(msg, oob, nil)
@@ -491,6 +537,16 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	if err := d.deadErr(); err != nil {
 		return err
 	}
+	d.rmu.RLock()
+	defer d.rmu.RUnlock()
+	if r := d.ring; r != nil {
+		for i := range wrs {
+			if err := checkWR(&wrs[i]); err != nil {
+				return err
+			}
+		}
+		return qp.postRing(r, wrs)
+	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	b := d.wbuf[:0]
@@ -499,15 +555,13 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	b = append(b, h[:]...)
 	for i := range wrs {
 		w := &wrs[i]
+		if err := checkWR(w); err != nil {
+			return err
+		}
 		var addr uint64
 		var lkey uint32
 		if w.Local != nil {
-			if w.Offset+uint64(w.Len) > uint64(len(w.Local.Buf)) {
-				return fmt.Errorf("verbs: post wr %d: offset %d + length %d is outside the %d-byte local region", w.ID, w.Offset, w.Len, len(w.Local.Buf))
-			}
 			addr, lkey = w.Local.Addr+w.Offset, w.Local.LKey
-		} else if w.Len > 0 {
-			return fmt.Errorf("verbs: post wr %d: %d bytes but no local region", w.ID, w.Len)
 		}
 		flags := vproto.FlagSignaled
 		if w.Unsignaled {
@@ -527,9 +581,27 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	return nil
 }
 
+// checkWR fails a request the library can see is invalid.
+func checkWR(w *SendWR) error {
+	if w.Local != nil {
+		if w.Offset+uint64(w.Len) > uint64(len(w.Local.Buf)) {
+			return fmt.Errorf("verbs: post wr %d: offset %d + length %d is outside the %d-byte local region", w.ID, w.Offset, w.Len, len(w.Local.Buf))
+		}
+	} else if w.Len > 0 {
+		return fmt.Errorf("verbs: post wr %d: %d bytes but no local region", w.ID, w.Len)
+	}
+	return nil
+}
+
 // PostRaw posts protocol-level work requests unchecked (tests and tools
-// that exercise the daemon's own checks).
+// that exercise the daemon's own checks), on the ring when the session
+// has one.
 func (d *Device) PostRaw(wrs []vproto.WR) error {
+	d.rmu.RLock()
+	defer d.rmu.RUnlock()
+	if r := d.ring; r != nil {
+		return d.postRawRing(r, wrs)
+	}
 	msg := vproto.AppendWRs(nil, wrs)
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
@@ -544,8 +616,26 @@ func (d *Device) PostRaw(wrs []vproto.WR) error {
 // makes no syscall. Once the device is gone it returns the error (after the
 // completions that had arrived).
 func (d *Device) PollCQ(out []Completion) (int, error) {
+	d.rmu.RLock()
+	defer d.rmu.RUnlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if r := d.ring; r != nil {
+		// Completions on the socket (after the CQ overflowed) follow every
+		// one in the ring: count them first, then drain the ring, so that
+		// none that raced in overtakes a ring entry before it.
+		k := len(d.cq)
+		n, err := d.pollRing(r, out)
+		if err != nil {
+			return n, fmt.Errorf("%w: %v", ErrDeviceGone, err)
+		}
+		m := copy(out[n:], d.cq[:k])
+		d.cq = d.cq[:copy(d.cq, d.cq[m:])]
+		if n+m == 0 && d.err != nil {
+			return 0, d.err
+		}
+		return n + m, nil
+	}
 	n := copy(out, d.cq)
 	d.cq = d.cq[:copy(d.cq, d.cq[n:])]
 	if n == 0 && d.err != nil {
@@ -584,6 +674,12 @@ var ErrNoCompletion = errors.New("verbs: no completion before the timeout")
 // WaitCQ blocks until a completion is queued, the device dies, or timeout
 // passes (negative: no limit). It reports whether completions are queued.
 func (d *Device) WaitCQ(timeout time.Duration) (bool, error) {
+	d.rmu.RLock()
+	if r := d.ring; r != nil {
+		defer d.rmu.RUnlock()
+		return d.waitRing(r, timeout)
+	}
+	d.rmu.RUnlock()
 	var tc <-chan time.Time
 	if timeout >= 0 {
 		t := time.NewTimer(timeout)

@@ -338,3 +338,32 @@ func TestOpenMissingSocket(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestSocketFallback: a NIC without shared-memory rings (like an mrc-nicd
+// built before them) refuses the ring request, and the library stays on
+// the socket: Open works, Ring reports false, writes and completions flow.
+func TestSocketFallback(t *testing.T) {
+	path, _ := startLoop(t)
+	a, b, qa, _ := pair(t, path)
+	if a.Ring() || b.Ring() {
+		t.Fatal("Ring() true against a NIC without rings")
+	}
+	src, _ := a.RegMR(4096, 0)
+	dst, _ := b.RegMR(4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	pattern(src.Buf, 3)
+	if err := qa.PostSend(verbs.WriteImm(7, src, 0, 100, dst.Addr, dst.RKey, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitCQE(t, a); c.ID != 7 || c.Status != verbs.StatusSuccess {
+		t.Fatalf("completion %+v", c)
+	}
+	if c := waitCQE(t, b); c.Op != verbs.CQRecvImm || c.Imm != 9 {
+		t.Fatalf("receiver completion %+v", c)
+	}
+	if !bytes.Equal(dst.Buf[:100], src.Buf[:100]) {
+		t.Fatal("bytes differ")
+	}
+	if s := a.RingStats(); s != (verbs.RingStats{}) {
+		t.Fatalf("ring stats %+v without a ring", s)
+	}
+}

@@ -54,11 +54,16 @@ const (
 	TypeFatal       Type = 11 // JSON Reply{Error}: the daemon is closing the device
 	TypeWatch       Type = 12 // JSON Watch -> Reply(WatchInfo); then TypeTelemetry messages
 	TypeTelemetry   Type = 13 // JSON Lines of telemetry samples, daemon -> client (docs/telemetry.md)
+	// TypeRing: JSON Ring + the ring's memfd and a doorbell eventfd ->
+	// Reply. From then on the session posts and completes through the
+	// shared-memory rings (nic/shmring); a daemon without rings answers
+	// with an error and the client stays on the socket.
+	TypeRing Type = 14
 )
 
 func (t Type) String() string {
 	names := [...]string{"", "hello", "reg_mr", "dereg_mr", "create_qp", "connect_qp", "destroy_qp",
-		"ctl", "post", "completions", "reply", "fatal", "watch", "telemetry"}
+		"ctl", "post", "completions", "reply", "fatal", "watch", "telemetry", "ring"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}
@@ -470,4 +475,14 @@ type DestroyQP struct {
 type Reply struct {
 	Error string          `json:"error,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
+}
+
+// Ring asks the daemon to serve the session through shared-memory rings:
+// the message carries two descriptors, the memfd holding the rings (sealed
+// against shrinking and growing, initialised by nic/shmring.Init) and an
+// eventfd the application writes as the doorbell.
+type Ring struct {
+	// Size is the memfd's length in bytes (the daemon maps this much and
+	// checks the header's layout fits in it).
+	Size int `json:"size"`
 }

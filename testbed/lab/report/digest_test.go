@@ -41,6 +41,26 @@ func TestDigest(t *testing.T) {
 	}
 }
 
+// TestDigestReported: a report-only claim is never bold nor listed as
+// failed, and does not cost its run the pass; a judged one beside it still
+// does.
+func TestDigestReported(t *testing.T) {
+	s8 := &scenario.Scenario{Name: "s08", Title: "incast"}
+	res := func(mrc float64) []verdict.Result {
+		return []verdict.Result{
+			{Claim: "MRC victim", Measured: mrc, Unit: "ratio", Bounds: "≥ 0.95", Pass: mrc >= 0.95},
+			{Claim: "RoCE victim", Measured: 0.6, Unit: "ratio", Bounds: "reported, not judged", Reported: true},
+		}
+	}
+	got := Digest([]*lab.Outcome{{Label: "s08-run1", Scenario: s8, Results: res(1.0)}, {Label: "s08-run2", Scenario: s8, Results: res(0.9)}})
+	if want := "| s08 | incast | 1 of 2 | MRC victim: 1.000 / **0.900** (≥ 0.95) |"; !strings.Contains(got, want) {
+		t.Errorf("digest lacks\n%s\ngot:\n%s", want, got)
+	}
+	if strings.Contains(got, "RoCE victim") {
+		t.Errorf("a report-only claim is listed as failed:\n%s", got)
+	}
+}
+
 func TestSplice(t *testing.T) {
 	doc := "# R\n\nbefore\n" + DigestBegin + "\nold table\n" + DigestEnd + "\nafter\n"
 	got, err := Splice(doc, "new table\n\n")

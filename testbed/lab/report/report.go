@@ -1,6 +1,6 @@
 // Package report writes what an mrc-lab run produced: the series as CSV,
 // one PNG per series group and report.md (claim, measured value, bounds,
-// PASS/FAIL, figures), and the combined report of several scenarios.
+// PASS/FAIL, or REPORTED for a report-only claim, figures), and the combined report of several scenarios.
 package report
 
 import (
@@ -129,10 +129,7 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 	if len(o.Results) > 0 {
 		b.WriteString("| claim | metric | measured | passes if | verdict | how it was measured |\n|---|---|---|---|---|---|\n")
 		for _, r := range o.Results {
-			v := "FAIL"
-			if r.Pass {
-				v = "PASS"
-			}
+			v := r.Verdict()
 			m := r.Metric
 			if r.Series != "" {
 				m += " of `" + r.Series + "`"
@@ -290,10 +287,7 @@ func Summary(outs []*lab.Outcome) string {
 			continue
 		}
 		for _, r := range o.Results {
-			v := "FAIL"
-			if r.Pass {
-				v = "PASS"
-			}
+			v := r.Verdict()
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | **%s** |\n", label(o), r.Claim, value(r.Measured, r.Unit), r.Bounds, v)
 		}
 	}

@@ -89,3 +89,35 @@ func TestWriteVariants(t *testing.T) {
 		t.Errorf("variant report lacks the collective's busbw:\n%s", mr)
 	}
 }
+
+// TestReportedClaims: a report-only claim shows its value with verdict
+// REPORTED and does not decide the run: beside a passing claim the run
+// PASSES whatever the report measured, beside a failing one it FAILS.
+func TestReportedClaims(t *testing.T) {
+	s := &scenario.Scenario{Name: "s8", Source: "s8.yaml", Interval: 10 * time.Millisecond}
+	rep := verdict.Result{Claim: "RoCE victim", Metric: "value", Measured: 0.62, Unit: "ratio", Bounds: "reported, not judged", Reported: true, Detail: "a over b"}
+	for _, c := range []struct {
+		name    string
+		judged  verdict.Result
+		verdict string
+	}{
+		{"beside a pass", verdict.Result{Claim: "MRC victim", Metric: "value", Measured: 0.97, Unit: "ratio", Bounds: "≥ 0.95", Pass: true}, "PASS"},
+		{"beside a fail", verdict.Result{Claim: "MRC victim", Metric: "value", Measured: 0.80, Unit: "ratio", Bounds: "≥ 0.95"}, "FAIL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := &lab.Outcome{Scenario: s, Results: []verdict.Result{c.judged, rep}}
+			if v := Verdict(o); v != c.verdict {
+				t.Errorf("verdict %s, want %s", v, c.verdict)
+			}
+			md := Markdown(o, nil, "")
+			for _, w := range []string{"## s8 — " + c.verdict, "| RoCE victim | value | 0.620 | reported, not judged | **REPORTED** | a over b |"} {
+				if !strings.Contains(md, w) {
+					t.Errorf("report lacks %q:\n%s", w, md)
+				}
+			}
+			if sum := Summary([]*lab.Outcome{o}); !strings.Contains(sum, "| s8 | RoCE victim | 0.620 | reported, not judged | **REPORTED** |") {
+				t.Errorf("summary:\n%s", sum)
+			}
+		})
+	}
+}

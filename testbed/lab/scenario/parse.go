@@ -36,13 +36,13 @@ func Load(path string) (*Scenario, error) {
 
 var (
 	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
-	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale"}
+	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "roce_ack_timeout"}
 	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
-	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout"}
+	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout", "rate"}
 	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
 	faultFields   = []string{"at", "before_traffic", "target", "op"}
 	randomFields  = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
-	expectFields  = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault", "value", "of", "values", "variant"}
+	expectFields  = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault", "value", "of", "values", "variant", "report"}
 	// Tools are the traffic generators a flow may name.
 	Tools = append([]string{"mrc-write-bw"}, Collectives...)
 	// TargetClasses are what random_faults.targets may name besides
@@ -197,6 +197,14 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 			var x float64
 			x, err = p.Float(v, "topology.dcqcn_scale", 1, 1e6)
 			t.DCQCNScale = x
+		case "roce_ack_timeout":
+			var d string
+			if d, err = p.Str(v, "topology.roce_ack_timeout"); err != nil {
+				return err
+			}
+			if t.RoCEAckTimeout, err = time.ParseDuration(d); err != nil || t.RoCEAckTimeout <= 0 || t.RoCEAckTimeout > time.Hour {
+				return p.Err(v, "topology.roce_ack_timeout", "a duration above 0 up to 1h, e.g. 4.295s (IBTA timeout 20: 4.096us·2^20, NCCL's default)", "bad roce_ack_timeout %q", d)
+			}
 		case "nic_pacing":
 			var r string
 			if r, err = p.Str(v, "topology.nic_pacing"); err != nil {
@@ -237,7 +245,7 @@ func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
 			return nil
 		case "delay":
 			if l.Delay, err = time.ParseDuration(s); err != nil || l.Delay < 0 || l.Delay > 10*time.Second {
-				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (netem on both veth ends: docs/testbed.md)", "bad delay %q", s)
+				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (host links: mrc-nicd's delay line; fabric links: netem, docs/testbed.md)", "bad delay %q", s)
 			}
 			return nil
 		}
@@ -317,6 +325,13 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			f.TxDepth, err = p.IntIn(v, path, 1, 8192)
 		case "transport":
 			f.Transport, err = p.Enum(v, path, "mrc", "roce")
+		case "rate":
+			var s string
+			if s, err = p.Str(v, path); err == nil {
+				if f.RateBps, err = topo.ParseRate(s); err != nil || f.RateBps == 0 {
+					err = p.Err(v, path, "mrc-write-bw --rate_limit: a rate above 0 such as 14Mbit or 14000000 (bit/s)", "bad rate %q", s)
+				}
+			}
 		case "evs":
 			if f.EVs, err = p.Str(v, path); err == nil {
 				if _, perr := perf.ParseEVs(f.EVs); perr != nil {
@@ -332,8 +347,8 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			return f, p.Err(n, field+".name", "", "missing (a collective needs name, tool and hosts)")
 		case len(f.Hosts) < 2:
 			return f, p.Err(n, field+".hosts", "a list of 2 or more hosts in rank order, e.g. [h0, h2, h1, h3]", "a collective needs a group of at least 2 hosts")
-		case f.From != "" || f.To != "" || f.Duration > 0 || f.Start > 0 || f.Verify || f.EVs != "":
-			return f, p.Err(n, field, "hosts, qps, size, iters, check, transport, timeout", "%s runs on a group: from, to, duration, start, verify and evs are mrc-write-bw's", f.Tool)
+		case f.From != "" || f.To != "" || f.Duration > 0 || f.Start > 0 || f.Verify || f.EVs != "" || f.RateBps > 0:
+			return f, p.Err(n, field, "hosts, qps, size, iters, check, transport, timeout", "%s runs on a group: from, to, duration, start, verify, evs and rate are mrc-write-bw's", f.Tool)
 		}
 		if f.Iters == 0 {
 			f.Iters = 5
@@ -508,6 +523,20 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 				e.BaselineCapacity, e.CapacityOf = true, strings.TrimSpace(of)
 				return nil
 			}
+			if v.Kind == yaml.SequenceNode {
+				err = p.List(v, path, func(i int, x *yaml.Node) error {
+					w, err := p.window(x, fmt.Sprintf("%s[%d]", path, i))
+					e.Baselines = append(e.Baselines, w)
+					return err
+				})
+				if err == nil && len(e.Baselines) == 0 {
+					err = p.Err(v, path, "FROM..TO, a list of them, capacity, or capacity of SERIES", "an empty list")
+				}
+				if err == nil {
+					e.Baseline = e.Baselines[0]
+				}
+				return err
+			}
 			e.Baseline, err = p.window(v, path)
 		case "at":
 			e.At, err = p.Dur(v, path, 0, 10*time.Minute)
@@ -541,10 +570,15 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 			})
 		case "variant":
 			e.Variant, err = p.Str(v, path)
+		case "report":
+			e.Report, err = p.Bool(v, path)
 		}
 		return err
 	})
 	if err != nil {
+		return e, err
+	}
+	if err := p.bounds(n, field, e); err != nil {
 		return e, err
 	}
 	switch {
@@ -556,10 +590,7 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		return e, p.Err(n, field+".value", "value and of with metric value", "value/of given for metric %s", e.Metric)
 	case e.Metric != MetricJain && len(e.Values) > 0:
 		return e, p.Err(n, field+".values", "values with metric jain", "values given for metric %s", e.Metric)
-	case e.CrossRun():
-		if e.Want == nil && e.Min == nil && e.Max == nil {
-			return e, p.Err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
-		}
+	case e.CrossRun() && e.Claim != "":
 		return e, nil
 	}
 	miss := func(f, allowed string) error {
@@ -570,10 +601,6 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		return e, p.Err(n, field+".claim", "the sentence the expectation checks", "missing")
 	case e.Metric == "":
 		return e, p.Err(n, field+".metric", strings.Join(Metrics, " | "), "missing")
-	case e.Tolerance != nil && e.Want == nil:
-		return e, p.Err(n, field+".tolerance", "tolerance together with want", "tolerance without want")
-	case e.Want == nil && e.Min == nil && e.Max == nil:
-		return e, p.Err(n, field, "want (+ tolerance), min or max", "no bound: say what passes")
 	case e.Metric != MetricToolErrors && e.Series == "":
 		return e, miss("series", "a series name, e.g. rx:h3 (docs/lab.md)")
 	case e.Metric == MetricImbalance && !strings.HasPrefix(e.Series, "uplinks:"):
@@ -595,6 +622,24 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		e.At = 0 // with after_fault: from the moment the fault took effect
 	}
 	return e, nil
+}
+
+// bounds checks what passes: want (+ tolerance), min or max, or none with
+// report: true (a report-only claim is never judged, so a bound would be a
+// verdict nobody computes).
+func (p *parser) bounds(n *yaml.Node, field string, e Expect) error {
+	bounded := e.Want != nil || e.Tolerance != nil || e.Min != nil || e.Max != nil
+	switch {
+	case e.Report && bounded:
+		return p.Err(n, field+".report", "report: true with no want, tolerance, min or max (put a reference such as the seed's number in the claim)", "a report-only claim takes no bound")
+	case e.Report:
+		return nil
+	case e.Tolerance != nil && e.Want == nil:
+		return p.Err(n, field+".tolerance", "tolerance together with want", "tolerance without want")
+	case !bounded:
+		return p.Err(n, field, "want (+ tolerance), min or max; or report: true to show the value without a verdict", "no bound: say what passes")
+	}
+	return nil
 }
 
 // validate checks what spans fields: hosts and targets exist in the
@@ -791,10 +836,19 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 			at := s.Faults[*e.AfterFault].At
 			win = Window{From: at + win.From, To: at + win.To}
 		}
-		for _, w := range []struct {
+		type named struct {
 			name string
 			w    Window
-		}{{"window", win}, {"baseline", e.Baseline}} {
+		}
+		wins := []named{{"window", win}}
+		for j, b := range e.BaselineWindows() {
+			n := "baseline"
+			if len(e.Baselines) > 0 {
+				n = fmt.Sprintf("baseline[%d]", j)
+			}
+			wins = append(wins, named{n, b})
+		}
+		for _, w := range wins {
 			if w.w.To > end {
 				return bad(e.Line, fmt.Sprintf("expect[%d].%s", i, w.name), fmt.Sprintf("a window inside 0..%v", end), "%v ends after the run", w.w)
 			}

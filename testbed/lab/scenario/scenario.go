@@ -115,6 +115,10 @@ type Topology struct {
 	// periods × k and rates / k, so that it reacts to an emulated link k
 	// times slower than 100 Gb/s as it would at 100 Gb/s (docs/roce.md).
 	DCQCNScale float64
+	// RoCEAckTimeout, when not 0, is every NIC's roce.ack_timeout: the
+	// local ACK timeout of RoCE QPs (IBTA 4.096 µs · 2^timeout; mrc-nicd's
+	// default is perftest's timeout 14, 67 ms), e.g. NCCL's (docs/roce.md).
+	RoCEAckTimeout time.Duration
 	// Fabric and Host, when set (Set*), replace the topology's link models.
 	Fabric, Host       topo.LinkSpec
 	SetFabric, SetHost bool
@@ -156,6 +160,10 @@ type Flow struct {
 	// Transport is mrc-write-bw --transport for both ends: "mrc" or "roce"
 	// (the RoCEv2 RC baseline, docs/roce.md); "" is the tool's default, mrc.
 	Transport string
+	// RateBps, when not 0, is mrc-write-bw --rate_limit for the client
+	// (bit/s): a paced flow (S8's baseline flows that carry the incast's
+	// rate without converging on one receiver).
+	RateBps uint64
 	// Timeout bounds a collective (its --timeout).
 	Timeout time.Duration
 	Line    int
@@ -259,8 +267,13 @@ type Expect struct {
 	Series string
 	Window Window
 	// Baseline is the reference window; BaselineCapacity uses the emulated
-	// capacity instead.
+	// capacity instead. Baselines, when the file gives a list, are all the
+	// reference windows (Baseline is the first): the reference is the mean
+	// (or median) of the samples in any of them. A baseline before and
+	// after the window cancels a drift between them (S8: the victim beside
+	// the paced flows before and after the incast).
 	Baseline         Window
+	Baselines        []Window
 	BaselineCapacity bool
 	// CapacityOf, with BaselineCapacity, names the series whose emulated
 	// capacity is the divisor ("capacity of tx:p0-t0-0:u0"): a flow's
@@ -288,14 +301,31 @@ type Expect struct {
 	// Variant is the run a per-run expectation (series, tool_errors)
 	// checks in a scenario with variants.
 	Variant string
+	// Report makes the claim report-only: its value is measured and
+	// shown with verdict REPORTED, never judged, and it does not count
+	// toward the run's pass or fail. It takes no bound (S8's RoCE numbers,
+	// which the issue asks to report, not to assert).
+	Report bool
 	// Index is the expectation's place in the file's expect list (in
 	// errors about a variant's run, whose list holds only its own).
 	Index int
 	Line  int
 }
 
-// Bounds says what passes, e.g. "0.75 ± 0.03", "≥ 0.96".
+// BaselineWindows are the reference windows of a ratio or dip.
+func (e *Expect) BaselineWindows() []Window {
+	if len(e.Baselines) > 0 {
+		return e.Baselines
+	}
+	return []Window{e.Baseline}
+}
+
+// Bounds says what passes, e.g. "0.75 ± 0.03", "≥ 0.96"; "reported, not
+// judged" for a report-only claim.
 func (e *Expect) Bounds() string {
+	if e.Report {
+		return "reported, not judged"
+	}
 	var s []string
 	if e.Want != nil {
 		tol := 0.0

@@ -115,9 +115,18 @@ func TestParseErrors(t *testing.T) {
 		{"fault bad at", rep("at: 2s", "at: soon"), `x.yaml:11: faults[1].at: bad duration "soon"`},
 		{"interval", rep("interval: 20ms", "interval: 100us"), "x.yaml:12: sampling.interval: 100µs is out of range (allowed: a duration from 1ms to 1s"},
 		{"metric", rep("metric: ratio, series: \"rx:h3\",", "metric: speed, series: \"rx:h3\","), `x.yaml:14: expect[0].metric: unknown value "speed" (allowed: ratio | recovery_ms | dip | tool_errors | qp_loss_bound | value | jain | imbalance)`},
-		{"no bound", rep(", want: 0.5, tolerance: 0.05", ""), "x.yaml:14: expect[0]: no bound: say what passes (allowed: want (+ tolerance), min or max)"},
+		{"no bound", rep(", want: 0.5, tolerance: 0.05", ""), "x.yaml:14: expect[0]: no bound: say what passes (allowed: want (+ tolerance), min or max; or report: true to show the value without a verdict)"},
+		{"report with a bound", rep(", want: 0.5, tolerance: 0.05", ", report: true, min: 0.5"), "x.yaml:14: expect[0].report: a report-only claim takes no bound (allowed: report: true with no want, tolerance, min or max"},
+		{"report with want", rep(", want: 0.5, tolerance: 0.05", ", want: 0.5, report: true"), "x.yaml:14: expect[0].report: a report-only claim takes no bound"},
+		{"report not bool", rep(", want: 0.5, tolerance: 0.05", ", report: maybe"), `x.yaml:14: expect[0].report: "maybe" is not a boolean`},
+		{"value without a claim", rep("{claim: ok, metric: tool_errors, max: 0}", "{metric: value, value: a.rate, min: 1}"), "x.yaml:17: expect[3].claim: missing"},
+		{"flow rate 0", rep("qps: 2,", "qps: 2, rate: 0,"), `x.yaml:8: traffic[0].rate: bad rate "0" (allowed: mrc-write-bw --rate_limit: a rate above 0`},
+		{"flow rate not a rate", rep("qps: 2,", "qps: 2, rate: slow,"), `x.yaml:8: traffic[0].rate: bad rate "slow"`},
 		{"tolerance alone", rep("want: 0.5, ", ""), "x.yaml:14: expect[0].tolerance: tolerance without want"},
 		{"no baseline", rep(", baseline: 0.2s..0.9s", ""), "x.yaml:14: expect[0].baseline: missing for metric ratio"},
+		{"baseline list bad", rep("baseline: 0.2s..0.9s", "baseline: [0.2s..0.9s, soon]"), `x.yaml:14: expect[0].baseline[1]: bad window "soon"`},
+		{"baseline list empty", rep("baseline: 0.2s..0.9s", "baseline: []"), "x.yaml:14: expect[0].baseline: an empty list"},
+		{"baseline list after run", rep("baseline: 0.2s..0.9s", "baseline: [0.2s..0.9s, 2s..4s]"), "x.yaml:14: expect[0].baseline[1]: 2s..4s ends after the run"},
 		{"bad window", rep("window: 1.2s..1.9s", "window: 1.9s..1.2s"), `x.yaml:14: expect[0].window: bad window "1.9s..1.2s" (allowed: FROM..TO with durations, FROM < TO`},
 		{"window after run", rep("window: 1.2s..1.9s", "window: 1.2s..4s"), "x.yaml:14: expect[0].window: 1.2s..4s ends after the run"},
 		{"series", rep(`series: "rx:h3",`, `series: "rx:h7",`), `x.yaml:14: expect[0].series: series "rx:h7": no host h7 (allowed: rx:HOST`},
@@ -137,6 +146,7 @@ func TestParseErrors(t *testing.T) {
 		{"host_ecn without threshold", rep("buffer: 256KiB}", "buffer: 256KiB, host_ecn: true}"), "x.yaml:3: topology: "},
 		{"bad delay", rep("buffer: 256KiB}", "buffer: 256KiB, delay: forever}"), `x.yaml:6: topology.links.host.delay: bad delay "forever"`},
 		{"dcqcn_scale", rep("preset: clos-2p\n", "preset: clos-2p\n  dcqcn_scale: 0.5\n"), "x.yaml:5: topology.dcqcn_scale: 0.5 is out of range (allowed: a number from 1 to 1e+06)"},
+		{"roce_ack_timeout", rep("preset: clos-2p\n", "preset: clos-2p\n  roce_ack_timeout: -1s\n"), `bad roce_ack_timeout "-1s"`},
 		{"topology file missing", rep("preset: clos-2p", "file: nowhere.yaml"), "x.yaml:4: topology.file: open nowhere.yaml: no such file"},
 		{"variant without variants", rep("max: 0}", "max: 0, variant: a}"), "x.yaml:17: expect[3].variant: this scenario has no variants"},
 		{"value without value", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, min: 1}"), "x.yaml:17: expect[3].value: missing for metric value"},
@@ -299,6 +309,18 @@ func readTopo(p string) ([]byte, error) {
 	return nil, fmt.Errorf("open %s: no such file", p)
 }
 
+// TestRoCEAckTimeout: topology.roce_ack_timeout (S7: NCCL's) is parsed.
+func TestRoCEAckTimeout(t *testing.T) {
+	src := strings.Replace(variantsFile, "dcqcn_scale: 1000\n", "dcqcn_scale: 1000\n  roce_ack_timeout: 4.295s\n", 1)
+	s, err := ParseWith("dir/v.yaml", []byte(src), readTopo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology.RoCEAckTimeout != 4295*time.Millisecond {
+		t.Fatalf("roce_ack_timeout %v, want 4.295s", s.Topology.RoCEAckTimeout)
+	}
+}
+
 func TestParseVariants(t *testing.T) {
 	s, err := ParseWith("dir/v.yaml", []byte(variantsFile), readTopo)
 	if err != nil {
@@ -345,6 +367,7 @@ func TestParseVariants(t *testing.T) {
 		{"collective without hosts", rep("hosts: [h0, h2, h1, h3], ", ""), "dir/v.yaml:6: traffic[0].hosts: a collective needs a group of at least 2 hosts"},
 		{"collective host twice", rep("[h0, h2, h1, h3]", "[h0, h2, h0]"), "dir/v.yaml:6: traffic[0].hosts[2]: host h0 twice in the group"},
 		{"collective with from", rep("hosts: [h0, h2, h1, h3],", "from: h0, hosts: [h0, h2, h1, h3],"), "dir/v.yaml:6: traffic[0]: mrc-allreduce-perf runs on a group: from, to, duration"},
+		{"collective with rate", rep("hosts: [h0, h2, h1, h3],", "rate: 10Mbit, hosts: [h0, h2, h1, h3],"), "evs and rate are mrc-write-bw's"},
 		{"collective host unknown", rep("[h0, h1, h2, h3]", "[h0, h1, h7]"), "dir/v.yaml:7: traffic[1]: variant mrc: host h7 is not in the topology"},
 		{"variant unknown flow", rep("traffic: [ar]", "traffic: [ar, bulk]"), `dir/v.yaml:10: variants[1].traffic[1]: no flow "bulk"`},
 		{"variant twice", rep("name: roce16", "name: mrc"), `dir/v.yaml:10: variants[1].name: variant "mrc" given twice`},
@@ -369,5 +392,36 @@ func TestParseVariants(t *testing.T) {
 				t.Errorf("error\n  %v\nwant it to contain\n  %s", err, c.want)
 			}
 		})
+	}
+}
+
+// TestParseReportAndRate: a report-only claim parses with no bound and says
+// so in its bounds; a flow's rate becomes bit/s for --rate_limit.
+func TestParseReportAndRate(t *testing.T) {
+	f := strings.Replace(good, "verify: true}", "verify: true, rate: 14Mbit}", 1)
+	f = strings.Replace(f, "{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: tool_errors, max: 0}\n  - {claim: shown, metric: value, value: a.rate, report: true}", 1)
+	s, err := Parse("r.yaml", []byte(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Traffic[0].RateBps != 14e6 {
+		t.Errorf("rate %d bit/s, want 14e6", s.Traffic[0].RateBps)
+	}
+	e := s.Expect[4]
+	if !e.Report || e.Bounds() != "reported, not judged" || !e.CrossRun() {
+		t.Errorf("report-only claim %+v, bounds %q", e, e.Bounds())
+	}
+	l, err := Parse("l.yaml", []byte(strings.Replace(good, "baseline: 0.2s..0.9s", "baseline: [0.2s..0.9s, 2s..2.5s]", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := l.Expect[0].BaselineWindows(); len(b) != 2 || b[1] != (Window{2 * time.Second, 2500 * time.Millisecond}) || l.Expect[0].Baseline != b[0] {
+		t.Errorf("baseline list: %v", b)
+	}
+	if b := s.Expect[0].BaselineWindows(); len(b) != 1 || b[0] != s.Expect[0].Baseline {
+		t.Errorf("one baseline: %v", b)
+	}
+	if s.Expect[0].Report || s.Expect[0].Bounds() != "0.5 ± 0.05" {
+		t.Errorf("a bounded claim: %+v, bounds %q", s.Expect[0], s.Expect[0].Bounds())
 	}
 }

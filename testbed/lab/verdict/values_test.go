@@ -173,3 +173,53 @@ func TestCheckImbalance(t *testing.T) {
 }
 
 func ptr(x float64) *float64 { return &x }
+
+// TestReportOnly: S8's RoCE claims are reported, not judged. The table
+// holds a bounded claim that must still FAIL beside report-only ones,
+// which show the value they measured (or why not) with verdict REPORTED
+// and never count.
+func TestReportOnly(t *testing.T) {
+	f := strings.Replace(s8, "  - {claim: victim rate, metric: value, value: alone.victim.rate, min: 50}\n",
+		"  - {claim: RoCE victim keeps, metric: value, value: incast.victim.rate, of: alone.victim.rate, report: true}\n"+
+			"  - {claim: RoCE fairness, metric: jain, variant: incast, values: [i0.rate, i1.rate, i2.rate], report: true}\n", 1)
+	s, err := scenario.Parse("s8.yaml", []byte(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		v        values
+		verdicts []string
+		measured []float64
+	}{
+		{"the seed's 25 % loss", values{"alone.victim.rate": 80, "incast.victim.rate": 60, "incast.i0.rate": 30, "incast.i1.rate": 1, "incast.i2.rate": 1},
+			[]string{"FAIL", "FAIL", "REPORTED", "REPORTED"}, []float64{0.75, 32.0 * 32 / (3 * 902), 0.75, 32.0 * 32 / (3 * 902)}},
+		{"holds", values{"alone.victim.rate": 80, "incast.victim.rate": 79, "incast.i0.rate": 10, "incast.i1.rate": 10, "incast.i2.rate": 10},
+			[]string{"PASS", "PASS", "REPORTED", "REPORTED"}, []float64{79.0 / 80, 1, 79.0 / 80, 1}},
+		{"not measured", values{"incast.victim.rate": 79},
+			[]string{"FAIL", "FAIL", "REPORTED", "REPORTED"}, []float64{math.NaN(), math.NaN(), math.NaN(), math.NaN()}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs := CheckValues(s, c.v)
+			if len(rs) != 4 {
+				t.Fatalf("%d results, want 4", len(rs))
+			}
+			for i, r := range rs {
+				if r.Verdict() != c.verdicts[i] {
+					t.Errorf("%s: verdict %s, want %s (%s)", r.Claim, r.Verdict(), c.verdicts[i], r.Detail)
+				}
+				if r.Counts() == r.Reported || (r.Reported && r.Pass) {
+					t.Errorf("%s: counts %v, reported %v, pass %v: a report never counts nor passes", r.Claim, r.Counts(), r.Reported, r.Pass)
+				}
+				m := c.measured[i]
+				if (math.IsNaN(m) != math.IsNaN(r.Measured)) || (!math.IsNaN(m) && math.Abs(r.Measured-m) > 1e-9) {
+					t.Errorf("%s: measured %v, want %v (%s)", r.Claim, r.Measured, m, r.Detail)
+				}
+				if r.Reported && r.Bounds != "reported, not judged" {
+					t.Errorf("%s: bounds %q", r.Claim, r.Bounds)
+				}
+			}
+		})
+	}
+}

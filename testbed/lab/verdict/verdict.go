@@ -47,9 +47,26 @@ type Result struct {
 	Unit     string
 	Bounds   string
 	Pass     bool
+	// Reported: a report-only claim (scenario.Expect.Report), shown with
+	// its value and never judged; Pass is then false and means nothing.
+	Reported bool
 	// Detail says how Measured was computed (windows, reference, levels).
 	Detail string
 }
+
+// Verdict is PASS, FAIL or REPORTED (a report-only claim).
+func (r Result) Verdict() string {
+	switch {
+	case r.Reported:
+		return "REPORTED"
+	case r.Pass:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// Counts says whether the result decides its run's pass or fail.
+func (r Result) Counts() bool { return !r.Reported }
 
 // LowBaseline is the share of the emulated capacity below which a ratio's
 // baseline is flagged as not capacity-bound.
@@ -61,7 +78,7 @@ const Smoothing = 3
 
 // Check evaluates one expectation.
 func Check(e scenario.Expect, d Data) Result {
-	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio"}
+	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio", Reported: e.Report}
 	var err error
 	if e.AfterFault != nil {
 		sent, ft, next, ok := d.FaultTime(*e.AfterFault)
@@ -103,7 +120,7 @@ func Check(e scenario.Expect, d Data) Result {
 		r.Detail = "not measured: " + err.Error()
 		return r
 	}
-	r.Pass = within(e, r.Measured)
+	r.Pass = !e.Report && within(e, r.Measured)
 	return r
 }
 
@@ -120,7 +137,7 @@ func CheckAll(s *scenario.Scenario, d Data) []Result {
 }
 
 func within(e scenario.Expect, m float64) bool {
-	if math.IsNaN(m) {
+	if math.IsNaN(m) || e.Report {
 		return false
 	}
 	const eps = 1e-9
@@ -159,14 +176,24 @@ func reference(e scenario.Expect, s series.Series, d Data) (float64, string, err
 		}
 		return c, fmt.Sprintf("emulated capacity%s %s", whose, human(c, s.Unit)), nil
 	}
-	b, stat := s.Mean(e.Baseline.From, e.Baseline.To), "mean"
+	// Over several windows: the samples of all of them, as one.
+	var pts []series.Point
+	var names []string
+	for _, w := range e.BaselineWindows() {
+		pts = append(pts, s.Window(w.From, w.To)...)
+		names = append(names, w.String())
+	}
+	all := series.Series{Name: s.Name, Unit: s.Unit, Points: pts}
+	inf := time.Duration(math.MaxInt64)
+	b, stat := all.Mean(-inf, inf), "mean"
 	if e.Median {
-		b, stat = s.Median(e.Baseline.From, e.Baseline.To), "median"
+		b, stat = all.Median(-inf, inf), "median"
 	}
+	over := strings.Join(names, " and ")
 	if math.IsNaN(b) || b <= 0 {
-		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %v", e.Series, e.Baseline)
+		return 0, "", fmt.Errorf("series %s carried nothing over the baseline window %s", e.Series, over)
 	}
-	return b, fmt.Sprintf("baseline %s (%s over %v)", human(b, s.Unit), stat, e.Baseline), nil
+	return b, fmt.Sprintf("baseline %s (%s over %s)", human(b, s.Unit), stat, over), nil
 }
 
 func ratio(e scenario.Expect, d Data, r *Result) error {

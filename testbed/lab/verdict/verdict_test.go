@@ -297,3 +297,49 @@ func TestCheckQPLossBound(t *testing.T) {
 		t.Errorf("from 1 ms the bad EV (declared at -50 ms) is outside the window, want FAIL: %v %s", r.Pass, r.Detail)
 	}
 }
+
+// TestCheckBaselineWindows: a ratio over a list of baseline windows is the
+// window's mean over the mean of every sample in any of them (S8: the
+// victim beside the paced flows before and after the incast). A drift that
+// one window before the incast would read as a loss cancels out.
+func TestCheckBaselineWindows(t *testing.T) {
+	// 150 Mbit/s falling by 10 Mbit/s a second (CPU weather getting
+	// worse), and 10 % lower from 2 s to 3 s (the incast).
+	s := series.Series{Name: "goodput:h7", Unit: "bit/s"}
+	for tt := 10 * time.Millisecond; tt <= 5*time.Second; tt += 10 * time.Millisecond {
+		v := 150e6 - 10e6*tt.Seconds()
+		if tt > 2*time.Second && tt <= 3*time.Second {
+			v *= 0.9
+		}
+		s.Points = append(s.Points, series.Point{T: tt, V: v})
+	}
+	d := fake{s: map[string]series.Series{"goodput:h7": s}}
+	w := func(a, b float64) scenario.Window {
+		return scenario.Window{From: time.Duration(a * float64(time.Second)), To: time.Duration(b * float64(time.Second))}
+	}
+	for _, c := range []struct {
+		name      string
+		baselines []scenario.Window
+		want      float64
+		pass      bool
+	}{
+		// Before only: the drift adds to the loss (125·0.9 / 135).
+		{"before", []scenario.Window{w(1, 2)}, 0.9 * 125 / 135, false},
+		// Before and after: the drift cancels (125·0.9 / 125).
+		{"before and after", []scenario.Window{w(1, 2), w(3, 4)}, 0.9, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := scenario.Expect{Claim: c.name, Metric: scenario.MetricRatio, Series: "goodput:h7", Window: w(2, 3), Baseline: c.baselines[0], Min: f(0.895)}
+			if len(c.baselines) > 1 {
+				e.Baselines = c.baselines
+			}
+			r := Check(e, d)
+			if math.Abs(r.Measured-c.want) > 0.002 || r.Pass != c.pass {
+				t.Errorf("measured %.4f pass %v, want %.4f pass %v (%s)", r.Measured, r.Pass, c.want, c.pass, r.Detail)
+			}
+			if len(c.baselines) > 1 && !strings.Contains(r.Detail, "over 1s..2s and 3s..4s") {
+				t.Errorf("detail %q does not name both windows", r.Detail)
+			}
+		})
+	}
+}

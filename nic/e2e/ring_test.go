@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+)
+
+// TestWriteLatWakeups counts, from both daemons' counters, what one
+// mrc-write-lat message (half a round trip) costs in wake-ups on real
+// AF_XDP ports, on the shared-memory rings and on the socket: on the rings
+// a post wakes the sleeping loop through the doorbell at most once and a
+// completion wakes the waiting application through its futex at most once,
+// and the loop's request eventfd (the socket path's session goroutine
+// waking the loop) stays quiet.
+func TestWriteLatWakeups(t *testing.T) {
+	requireNetns(t)
+	tp := newTopo(t, 1)
+	const iters = 300
+	for _, tc := range []struct {
+		name string
+		args []string
+		ring bool
+	}{
+		{"ring", nil, true},
+		{"socket", []string{"--no-ring"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum := func() map[string]uint64 {
+				s := map[string]uint64{}
+				for _, h := range tp.h {
+					for k, v := range daemonCounters(t, h) {
+						s[k] += v
+					}
+				}
+				return s
+			}
+			c0 := sum()
+			args := append([]string{"-n", "300", "--verify"}, tc.args...)
+			out, err := tp.pairRun(t, 2*time.Minute, "mrc-write-lat", args...)
+			if err != nil {
+				t.Fatalf("mrc-write-lat: %v\n%s", err, out)
+			}
+			c1 := sum()
+			d := func(k string) float64 { return float64(c1[k]-c0[k]) / (2 * iters) }
+			t.Logf("per message (half round trip), both daemons: ring posts %.2f, doorbells %.2f, application futex wakes %.2f, loop eventfd wakes %.2f, loop sleeps %.2f",
+				d("ring_posts"), d("ring_doorbells"), d("ring_app_wakes"), d("wakes"), d("sleeps"))
+			if !tc.ring {
+				if c1["ring_posts"] != c0["ring_posts"] {
+					t.Fatalf("--no-ring: %d work requests came through rings", c1["ring_posts"]-c0["ring_posts"])
+				}
+				return
+			}
+			if d("ring_posts") < 1 {
+				t.Fatalf("%.2f ring posts per message, want every ping and pong through the rings", d("ring_posts"))
+			}
+			// Bounds with slack for the test's own control requests
+			// (mrcctl, connect), which wake the loop's eventfd too.
+			if d("ring_doorbells") > 1.1 || d("ring_app_wakes") > 1.1 {
+				t.Fatalf("more than one doorbell or application wake-up per message")
+			}
+			if d("wakes") > 0.1 {
+				t.Fatalf("%.2f loop eventfd wake-ups per message on the rings, want ~0 (that is the socket path's)", d("wakes"))
+			}
+		})
+	}
+}
