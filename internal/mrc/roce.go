@@ -34,9 +34,12 @@ type roceState struct {
 	// sndUna last moved
 	retries  int
 	retryUna wire.PSN
-	// retriedAt restarts the transport timer (roceTimerAt) at the last
-	// retry, as a retransmission after a timeout or a NAK does in IBTA RC
-	retriedAt Time
+	// The transport timer (roceTimerAt) runs while a packet is on the
+	// wire: armed by the first packet that leaves with it stopped (armedAt),
+	// restarted by progress (lastProgress), stopped by a retry, which puts
+	// every unacknowledged packet back in the retransmission queue.
+	armed   bool
+	armedAt Time
 }
 
 // RoCECounters count the RoCE transport's own events of one QP.
@@ -44,6 +47,7 @@ type RoCECounters struct {
 	TxCNP, RxCNP uint64 // CNPs sent (as notification point) and received
 	CEMarked     uint64 // CE-marked data packets received
 	TrimDropped  uint64 // trimmed data packets dropped as plain losses
+	StaleNAK     uint64 // NAKs about a loss already gone back for (ignored)
 }
 
 // RoCESnapshot is the RoCE part of a QPSnapshot.
@@ -140,7 +144,7 @@ func (q *qp) roceConnect() error {
 // retries forever.
 func (q *qp) roceRetry() bool {
 	r := q.roce
-	r.retriedAt = q.e.now
+	r.armed = false
 	if q.sndUna != r.retryUna {
 		r.retryUna, r.retries = q.sndUna, 0
 	}
@@ -152,21 +156,40 @@ func (q *qp) roceRetry() bool {
 	return true
 }
 
+// roceStaleNAK reports whether a NAK sequence error is about a loss the QP
+// already went back for: a retry happened and no acknowledgement has moved
+// sndUna since (the NAK itself acknowledges nothing new). It is then no new
+// retry and no second go-back, which would resend the retransmissions
+// already on the wire again (rxe: comp.started_retry, "avoid back-to-back
+// retries"). Typically the NAK was queued behind the data and the
+// transport timer fired first.
+func (q *qp) roceStaleNAK() bool {
+	r := q.roce
+	return r != nil && r.retries > 0 && q.sndUna == r.retryUna
+}
+
 // roceTimerAt is when the QP's transport timer expires, Never when nothing
 // is outstanding. IBTA RC keeps one timer per QP (the "transport timer",
-// Local ACK Timeout): it starts when a packet leaves with none outstanding
-// and restarts on every acknowledgement that makes progress and on every
-// retry; rxe does the same with its retrans_timer. So it measures time
-// without progress, not a packet's age: a deep queue that is acknowledged
-// steadily never times out. (A timer per packet timed out the tail of
-// every queue longer than the timeout and resent the whole window each
-// time: TestRoCETransportTimer, and 64 MiB all-reduce with 16 QPs per peer
-// on the testbed failing with RETRY_EXCEEDED.)
+// Local ACK Timeout): it starts when a packet leaves with the timer
+// stopped and restarts on every acknowledgement that makes progress; rxe
+// does the same with its retrans_timer. So it measures time without
+// progress, not a packet's age: a deep queue that is acknowledged steadily
+// never times out. (A timer per packet timed out the tail of every queue
+// longer than the timeout and resent the whole window each time:
+// TestRoCETransportTimer, and 64 MiB all-reduce with 16 QPs per peer on
+// the testbed failing with RETRY_EXCEEDED.)
+//
+// A retry stops the timer until its first retransmission leaves (rxe: the
+// timer has fired, and the requester re-arms it when it sends). Restarting
+// it at the retry instead let it fire again while DCQCN's pacer still held
+// the retransmission: each firing a retry with nothing resent, and a QP
+// paced below one packet per timeout failed with RETRY_EXCEEDED on a single
+// loss (TestRoCETimerWaitsForRetransmission).
 func (q *qp) roceTimerAt() Time {
-	if q.roce == nil || q.sndUna == q.sndNxt {
+	if q.roce == nil || q.sndUna == q.sndNxt || !q.roce.armed {
 		return Never
 	}
-	return max(q.lastProgress, q.roce.retriedAt) + q.rto(0)
+	return max(q.lastProgress, q.roce.armedAt) + q.rto(0)
 }
 
 // roceTimers runs the transport timer: on expiry, go back to the oldest
@@ -213,10 +236,14 @@ func (q *qp) rocePace(t Time) Time {
 	return max(t, Time(q.roce.rp.NextSend()))
 }
 
-// roceSent tells DCQCN a frame of n bytes left at now.
+// roceSent tells DCQCN a frame of n bytes left at now, and arms the
+// transport timer if it is stopped.
 func (q *qp) roceSent(now Time, n int) {
-	if q.roce != nil {
-		q.roce.rp.OnSend(int64(now), n)
+	if r := q.roce; r != nil {
+		r.rp.OnSend(int64(now), n)
+		if !r.armed {
+			r.armed, r.armedAt = true, now
+		}
 	}
 }
 

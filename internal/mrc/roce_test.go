@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"testing"
 
+	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -406,5 +407,141 @@ func TestRoCETransportTimer(t *testing.T) {
 				t.Fatalf("first timeout %d µs after the last ACK: want the timeout, %d µs", d/Microsecond, timeout/Microsecond)
 			}
 		})
+	}
+}
+
+// TestRoCETimerWaitsForRetransmission: after a retry the transport timer
+// guards the retransmission, so it starts when the retransmission leaves
+// (rxe re-arms its retrans_timer when the requester sends with no timer
+// pending), not when the retry was decided. A QP paced by DCQCN slower
+// than one packet per timeout (8 Mb/s: 2 KiB every ~2 ms, timeout 100 µs)
+// loses one packet: the timer finds it (the next packet, which would draw
+// a NAK, is ~2 ms away) and the pacer holds the retransmission for ~2 ms.
+// Before the fix the timer kept firing while nothing of the QP was on the
+// wire, each firing a retry without a retransmission, and the QP failed
+// with RETRY_EXCEEDED after 8 of them.
+func TestRoCETimerWaitsForRetransmission(t *testing.T) {
+	h := newHarness(t, hopts{seed: 51, qc: QPConfig{Transport: RoCE, RetryLimit: 7,
+		AckTimeout: 100 * Microsecond, FixedRTO: true, TimeoutMode: TimeoutLinear,
+		DCQCN: dcqcn.Config{LineRate: 8e6}}})
+	var log dataLog
+	seen := map[wire.PSN]int{}
+	var lost wire.PSN
+	h.Filter = log.filter(func(from int, _ wire.Plane, _ []byte, p *wire.Packet) bool {
+		if from != 0 {
+			return false
+		}
+		if len(seen) == 0 {
+			lost = p.PSN.Add(2)
+		}
+		seen[p.PSN]++
+		return p.PSN == lost && seen[p.PSN] == 1
+	})
+	h.transfer(8*2048, 8*2048, Second)
+	s := h.snap(0)
+	if s.State != QPReady || s.Counters.Timeouts != 1 || seen[lost] != 2 {
+		t.Fatalf("QP %v/%v, %d timeouts, %d NAKs, lost packet sent %d times: want READY after 1 timeout, the lost packet sent twice",
+			s.State, s.Status, s.Counters.Timeouts, s.Counters.RxNACK, seen[lost])
+	}
+}
+
+// TestRoCEStaleNAK: a NAK sequence error that arrives after the transport
+// timer already went back for the same PSN (no acknowledgement in between)
+// is about the loss being repaired: it is no second retry and no second
+// go-back (rxe's started_retry). Before the fix the late NAK re-queued
+// every retransmission already on the wire, so each PSN from the lost one
+// on left three times, and it counted as a retry of its own.
+func TestRoCEStaleNAK(t *testing.T) {
+	h := newHarness(t, hopts{seed: 61, qc: QPConfig{Transport: RoCE, RetryLimit: 7,
+		AckTimeout: 100 * Microsecond, FixedRTO: true, TimeoutMode: TimeoutLinear}})
+	const npkts, k = 8, 3
+	seen := map[wire.PSN]int{}
+	var first wire.PSN
+	var nak []byte
+	var nakPort wire.Plane
+	h.Filter = func(from int, port wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if (wire.Decoder{}).Decode(f, &p) != nil {
+			return false
+		}
+		if from == 0 && p.Opcode.IsData() {
+			if len(seen) == 0 {
+				first = p.PSN
+			}
+			seen[p.PSN]++
+			return p.PSN == first.Add(k) && seen[p.PSN] == 1
+		}
+		if from == 1 && p.Opcode == wire.OpAck && p.Syndrome&0xE0 == 0x60 && nak == nil {
+			nak, nakPort = append([]byte(nil), f...), port // hold it until the timer has fired
+			return true
+		}
+		return false
+	}
+	src := h.region(0, 0x11, 0x10000, npkts*2048, AccessLocalRead)
+	dst := make([]byte, npkts*2048)
+	h.mem[1].Register(0x22, 0x900000, dst, AccessRemoteWrite)
+	if err := h.eng[0].PostWrite(h.qp[0], WR{ID: 1, LKey: 0x11, Addr: 0x10000, Len: npkts * 2048, RemoteVA: 0x900000, RKey: 0x22}); err != nil {
+		t.Fatal(err)
+	}
+	injected, done := false, false
+	h.run(Second, func() bool {
+		if !injected && nak != nil && h.snap(0).Counters.Timeouts > 0 {
+			injected = true
+			h.eng[0].HandlePacket(h.now, nakPort, nak)
+		}
+		for _, c := range h.drainCQ(0) {
+			if c.Status != StatusOK {
+				t.Fatalf("completion %+v", c)
+			}
+			done = true
+		}
+		return done
+	})
+	s := h.snap(0)
+	if !injected || !done || string(src) != string(dst) {
+		t.Fatalf("NAK held and delivered late %v, transfer done %v, data equal %v", injected, done, string(src) == string(dst))
+	}
+	for i := range npkts {
+		want := 1
+		if i >= k {
+			want = 2
+		}
+		if n := seen[first.Add(i)]; n != want {
+			t.Errorf("PSN +%d sent %d times, want %d (one go-back after the timeout)", i, n, want)
+		}
+	}
+	if s.Counters.Timeouts != 1 || s.RoCE.StaleNAK != 1 {
+		t.Fatalf("%d timeouts, %d stale NAKs: want 1 and 1", s.Counters.Timeouts, s.RoCE.StaleNAK)
+	}
+}
+
+// TestRoCERetryTimeout: MRC's RetryTimeout (nothing acknowledged for that
+// long ends the QP) does not apply to RoCE QPs: IBTA RC fails a QP by its
+// retry count alone. A tail loss under an ACK timeout longer than the
+// RetryTimeout (mrc-nicd: qp.retry_timeout 4 s against NCCL's timeout 20,
+// 4.3 s) must wait for the timer and recover. Before the fix the QP failed
+// with RETRY_EXCEEDED one RetryTimeout after its last ACK, with no timeout
+// at all (S7 roce-1qp-loss, 2026-12-03: acked 1417216 bytes, then error
+// exactly 4.000 s later with 0 timeouts).
+func TestRoCERetryTimeout(t *testing.T) {
+	h := newHarness(t, hopts{seed: 71, qc: QPConfig{Transport: RoCE, RetryLimit: 7, RetryTimeout: 2 * Millisecond,
+		AckTimeout: 5 * Millisecond, FixedRTO: true, TimeoutMode: TimeoutLinear}})
+	seen := map[wire.PSN]int{}
+	var last wire.PSN
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if from != 0 || (wire.Decoder{}).Decode(f, &p) != nil || !p.Opcode.IsData() {
+			return false
+		}
+		if len(seen) == 0 {
+			last = p.PSN.Add(7)
+		}
+		seen[p.PSN]++
+		return p.PSN == last && seen[p.PSN] == 1 // the tail: only the timer finds it
+	}
+	h.transfer(8*2048, 8*2048, Second)
+	s := h.snap(0)
+	if s.State != QPReady || s.Counters.Timeouts != 1 || seen[last] != 2 {
+		t.Fatalf("QP %v/%v, %d timeouts, last packet sent %d times: want READY after 1 timeout", s.State, s.Status, s.Counters.Timeouts, seen[last])
 	}
 }

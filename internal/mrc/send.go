@@ -219,7 +219,7 @@ func (q *qp) runTimers(now Time) {
 	if q.state != QPReady {
 		return
 	}
-	if q.cfg.RetryTimeout > 0 && q.sndUna != q.sndNxt && now-q.lastProgress >= q.cfg.RetryTimeout {
+	if q.cfg.RetryTimeout > 0 && q.roce == nil && q.sndUna != q.sndNxt && now-q.lastProgress >= q.cfg.RetryTimeout {
 		// Nothing acknowledged for RetryTimeout: the peer is gone (or out
 		// of step with us) even if its probes are answered. RC's retry
 		// count × timeout ends the same way.
@@ -572,6 +572,10 @@ func (q *qp) handleAETH(p *wire.Packet) {
 	}
 	q.advanceUna()
 	q.completeMsgs()
+	if q.roceStaleNAK() {
+		q.roce.c.StaleNAK++
+		return
+	}
 	q.goBack(psn)
 	if q.roce != nil {
 		q.roceRetry()

@@ -25,6 +25,7 @@
 //	    address: fd00:1:0::1
 //	    locator: 5f00:1:c000::/48    # srv6: the port's downlink uSID prefix
 //	    pacing_bps: 0                # 0: no pacing
+//	    delay: 0s                    # one-way wire delay held in the NIC (docs/nic.md)
 package config
 
 import (
@@ -192,7 +193,25 @@ type Port struct {
 	Locator netip.Prefix `yaml:"locator"`
 	// PacingBps limits the port's transmit rate in bit/s (L2 bytes); 0 = off.
 	PacingBps uint64 `yaml:"pacing_bps,omitempty"`
+	// Delay is the one-way propagation delay of the port's wire, held in
+	// the NIC (nic/delayline): frames the port transmits leave Delay later
+	// and frames it receives reach the engine Delay later, so a round trip
+	// over this wire gains 2 × Delay. 0 = none. For testbeds whose kernel
+	// has no sch_netem and whose switches (XDP) cannot hold a frame.
+	Delay time.Duration `yaml:"delay,omitempty"`
+	// DelayFrames is the delay line's pool per direction, in frames
+	// (0 = DefaultDelayFrames): a frame that finds it full is dropped and
+	// counted (delay_dropped), never waited for.
+	DelayFrames int `yaml:"delay_frames,omitempty"`
 }
+
+// DefaultDelayFrames is a delay line's pool per direction when a port gives
+// none: 10 ms of full 4 KiB-MTU frames at 1 Gbit/s is ~300 frames, and
+// ACKs are many more, smaller ones.
+const DefaultDelayFrames = 2048
+
+// MaxDelay bounds a port's delay: a wire longer than this is a typo.
+const MaxDelay = 10 * time.Second
 
 // PortName is p.Name or, when empty, the interface name.
 func (p Port) PortName() string {
@@ -356,6 +375,10 @@ func (c *Config) Validate() error {
 		planes[p.Plane] = true
 		if p.Queue < 0 {
 			bad("%s: queue %d < 0", where, p.Queue)
+		}
+		if p.Delay < 0 || p.Delay > MaxDelay || p.DelayFrames < 0 || p.DelayFrames > 1<<20 {
+			bad("%s: delay %v, delay_frames %d: want delay 0..%v (e.g. 5ms) and delay_frames 0 (default %d) up to %d",
+				where, p.Delay, p.DelayFrames, MaxDelay, DefaultDelayFrames, 1<<20)
 		}
 		if p.MAC.IsZero() {
 			bad("%s: mac is missing", where)

@@ -34,6 +34,7 @@ ports:
     address: fd00:1:1::1
     locator: 5f00:1:c001::/48
     pacing_bps: 1000000000
+    delay: 5ms
 `
 
 func TestParseGood(t *testing.T) {
@@ -50,7 +51,7 @@ func TestParseGood(t *testing.T) {
 	if c.Ports[0].MAC != (wire.MAC{2, 0, 0, 0, 1, 0}) {
 		t.Errorf("mac = %v", c.Ports[0].MAC)
 	}
-	if c.Ports[1].Locator != netip.MustParsePrefix("5f00:1:c001::/48") || c.Ports[1].PacingBps != 1e9 {
+	if c.Ports[1].Locator != netip.MustParsePrefix("5f00:1:c001::/48") || c.Ports[1].PacingBps != 1e9 || c.Ports[1].Delay != 5*time.Millisecond || c.Ports[0].Delay != 0 {
 		t.Errorf("port 1 = %+v", c.Ports[1])
 	}
 	if p, ok := c.Port(1); !ok || p.Interface != "eth1" {
@@ -105,6 +106,9 @@ func TestParseBad(t *testing.T) {
 		{"window", "initial_window: 65536", "initial_window: 9999999", "initial_window"},
 		{"attach", "evs: 16", "evs: 16\nattach: hw", `attach "hw"`},
 		{"busy poll", "evs: 16", "evs: 16\nbusy_poll: -5us", "busy_poll -5"},
+		{"negative delay", "delay: 5ms", "delay: -1ms", "delay -1ms"},
+		{"delay too long", "delay: 5ms", "delay: 1h", "delay 1h0m0s"},
+		{"delay frames", "delay: 5ms", "delay: 5ms\n    delay_frames: -3", "delay_frames -3"},
 		{"retry timeout", "evs: 16", "evs: 16\nqp: {ack_timeout: 20ms, retry_timeout: 5ms}", "retry_timeout 5ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -96,6 +96,7 @@ type Daemon struct {
 	comps    []mrc.Completion
 	deliver  map[uint32][]vproto.CQE
 	txq      []portTx
+	delayed  []*delayPort // ports with a delay line (delay.go)
 	// txSlot and txCommit are txSlotFn and txCommitFn bound once.
 	txSlot   func(wire.Plane) []byte
 	txCommit func(wire.Plane, int)
@@ -259,6 +260,9 @@ func New(opts Options) (_ *Daemon, err error) {
 			return nil, err
 		}
 	}
+	if err := d.wrapDelayPorts(); err != nil {
+		return nil, err
+	}
 	d.txq = make([]portTx, len(d.ports))
 	d.txSlot, d.txCommit = d.txSlotFn, d.txCommitFn
 	d.rxFns = make([]func([]byte), len(d.ports))
@@ -351,6 +355,7 @@ func (d *Daemon) closeResources() {
 	for _, c := range d.carriers {
 		c.Close()
 	}
+	d.logDelayLines()
 	for _, p := range d.ports {
 		if p != nil {
 			p.Close()
@@ -564,7 +569,7 @@ func (d *Daemon) idle(ctx context.Context) {
 			dl = t
 		}
 	}
-	dl = min(dl, d.tele.next)
+	dl = min(dl, d.tele.next, d.delayDeadline())
 	wait := time.Duration(dl - now)
 	if dl == mrc.Never || wait > 100*time.Millisecond {
 		wait = 100 * time.Millisecond // ctx is checked at least this often

@@ -106,6 +106,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descPortUp, prometheus.GaugeValue, up, l...)
 	}
+	d.collectDelay(ch)
 	tagmetrics.Collect(ch, daemonPrefix, d.counterFields(), nil)
 	type qpRow struct {
 		qpn         wire.QPN

@@ -18,8 +18,9 @@ import (
 )
 
 // ErrNoNetem reports that a link delay was asked for on a kernel without
-// sch_netem (CONFIG_NET_SCH_NETEM).
-var ErrNoNetem = errors.New("link delay needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM); remove delay from the topology's links")
+// sch_netem (CONFIG_NET_SCH_NETEM). Host links with NICs never need it: their
+// delay is mrc-nicd's delay line (plan.HostPort.DelayUS).
+var ErrNoNetem = errors.New("link delay needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM)")
 
 // Workers bounds parallel namespace configuration.
 const Workers = 4
@@ -194,7 +195,12 @@ func endUp(h *netlink.Handle, p *plan.Plan, l plan.Link, e plan.End) error {
 			netlink.NetemQdiscAttrs{Latency: uint32(l.DelayUS)})
 		if err := h.QdiscReplace(q); err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
-				return fmt.Errorf("%s: %w", e.Ifname, ErrNoNetem)
+				hint := "delay works on host links only, where mrc-nicd holds the frames in its delay line (nics: true); " +
+					"a switch cannot hold a frame (its XDP program forwards or drops it at once): remove delay from links.fabric"
+				if l.Kind == plan.LinkHost {
+					hint = "with nics: true mrc-nicd holds a host link's delay in its delay line: set nics: true or remove the delay"
+				}
+				return fmt.Errorf("%s link %s (%s): %w; %s", l.Kind, l.Name, e.Ifname, ErrNoNetem, hint)
 			}
 			return fmt.Errorf("%s: netem delay %dus: %w", e.Ifname, l.DelayUS, err)
 		}

@@ -182,37 +182,61 @@ func TestNextCSIDEncap(t *testing.T) {
 }
 
 // TestDelay: a link delay is a netem qdisc on both ends, or, on a kernel
-// without sch_netem (like the development VM), the documented ErrNoNetem.
+// without sch_netem (like the development VM), the documented ErrNoNetem
+// with what to do: a fabric link's error says delay works on host links
+// only. (A host link with NICs needs no netem: plan.TestHostLinkDelay.)
 func TestDelay(t *testing.T) {
 	needRoot(t)
-	top, _ := topo.Preset("pair")
-	top.Host.Delay = 2 * time.Millisecond
-	p, err := plan.Build(top, plan.Options{Prefix: prefix(), RunDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, preset string
+		nics         bool
+		set          func(*topo.Topology)
+		hint         string
+	}{
+		{name: "host link, kernel hosts", preset: "pair", set: func(t *topo.Topology) { t.Host.Delay = 2 * time.Millisecond }, hint: "set nics: true"},
+		{name: "fabric link", preset: "clos-2p", nics: true, set: func(t *topo.Topology) { t.Fabric.Delay = 2 * time.Millisecond }, hint: "host links only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top, _ := topo.Preset(tc.preset)
+			top.NICs = tc.nics
+			tc.set(top)
+			p, err := plan.Build(top, plan.Options{Prefix: prefix(), RunDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for _, ns := range p.Namespaces {
+					Delete(ns)
+				}
+			})
+			err = Apply(p)
+			if errors.Is(err, ErrNoNetem) {
+				if !strings.Contains(err.Error(), tc.hint) {
+					t.Fatalf("ErrNoNetem without the hint %q: %v", tc.hint, err)
+				}
+				t.Logf("kernel lacks netem, as reported: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range p.Links {
+				if l.DelayUS == 0 {
+					continue
+				}
+				h, _ := Handle(l.A.NS)
+				defer h.Close()
+				lk, _ := h.LinkByName(l.A.Ifname)
+				qs, _ := h.QdiscList(lk)
+				for _, q := range qs {
+					if q.Type() == "netem" {
+						return
+					}
+				}
+				t.Errorf("no netem qdisc on %s/%s: %v", l.A.NS, l.A.Ifname, qs)
+				return
+			}
+			t.Fatal("no link carries the delay")
+		})
 	}
-	t.Cleanup(func() {
-		for _, ns := range p.Namespaces {
-			Delete(ns)
-		}
-	})
-	err = Apply(p)
-	if errors.Is(err, ErrNoNetem) {
-		t.Logf("kernel lacks netem, as reported: %v", err)
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := p.Links[0]
-	h, _ := Handle(l.A.NS)
-	defer h.Close()
-	lk, _ := h.LinkByName(l.A.Ifname)
-	qs, _ := h.QdiscList(lk)
-	for _, q := range qs {
-		if q.Type() == "netem" {
-			return
-		}
-	}
-	t.Errorf("no netem qdisc on %s/%s: %v", l.A.NS, l.A.Ifname, qs)
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -126,10 +127,12 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 	}
 	for _, hp := range h.Ports {
 		port := nicconfig.Port{Name: hp.Ifname, Interface: hp.Ifname, Plane: hp.Plane, Address: hp.Addr.Addr(),
-			Locator: hp.Locator, PacingBps: pacing, MAC: hp.MAC, NeighborMAC: hp.GatewayMAC}
+			Locator: hp.Locator, PacingBps: pacing, MAC: hp.MAC, NeighborMAC: hp.GatewayMAC,
+			Delay: time.Duration(hp.DelayUS) * time.Microsecond}
 		c.Ports = append(c.Ports, port)
 	}
 	c.RoCE.DCQCNScale = p.NICDCQCNScale
+	c.RoCE.AckTimeout = p.NICRoCEAckTimeout // 0: mrc-nicd's default
 	c.SetDefaults()
 	return c
 }

@@ -21,6 +21,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
@@ -75,6 +76,9 @@ type Plan struct {
 	// RoCEOptions): DCQCN slowed to the emulated links' speed (mrc-lab's
 	// topology.dcqcn_scale, S7 and S8).
 	NICDCQCNScale float64 `yaml:"nic_dcqcn_scale,omitempty"`
+	// NICRoCEAckTimeout, when set, is every NIC's roce.ack_timeout (the
+	// RoCE QPs' local ACK timeout; mrc-lab's topology.roce_ack_timeout).
+	NICRoCEAckTimeout time.Duration `yaml:"nic_roce_ack_timeout,omitempty"`
 	// PinGlob is what the run may own in bpffs (removed by down).
 	PinGlob    string   `yaml:"pin_glob"`
 	Namespaces []string `yaml:"namespaces"`
@@ -181,6 +185,10 @@ type HostPort struct {
 	GatewayMAC   wire.MAC     `yaml:"gateway_mac"`
 	GatewayLL    netip.Addr   `yaml:"gateway_ll"`
 	Link         string       `yaml:"link"`
+	// DelayUS is the host link's one-way delay, held by the port's mrc-nicd
+	// (its config's port delay: both directions of the wire), when the
+	// plan runs NICs; the link itself then carries none.
+	DelayUS int64 `yaml:"delay_us,omitempty"`
 }
 
 // Link is one veth pair.
@@ -190,7 +198,9 @@ type Link struct {
 	Plane int    `yaml:"plane"` // -1 for mgmt
 	A     End    `yaml:"a"`
 	B     End    `yaml:"b"`
-	// Delay is applied with netem on both ends when non-zero.
+	// Delay is applied with netem on both ends when non-zero (a host
+	// link's is the NIC's delay line instead when the plan runs NICs:
+	// HostPort.DelayUS).
 	DelayUS int64 `yaml:"delay_us,omitempty"`
 }
 
@@ -354,12 +364,19 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 				Link:       h.Name + "--" + s.Name,
 			}
 			hp.GatewayLL = LinkLocal(hp.GatewayMAC)
+			// A host link's delay is the NIC's delay line when mrc-nicd
+			// runs (no netem needed: this kernel has none, and an XDP
+			// switch cannot hold a frame); netem on the veth otherwise.
+			linkDelay := t2.Host.Delay.Microseconds()
+			if t2.NICs {
+				hp.DelayUS, linkDelay = linkDelay, 0
+			}
 			s.Ports = append(s.Ports, Port{
 				Ifname: hp.SwitchPort, Role: "host", MAC: hp.GatewayMAC, Peer: h.Name + ":" + hp.Ifname,
 				PeerMAC: hp.MAC, PeerLL: LinkLocal(hp.MAC), Link: hp.Link, Model: model(t2.Host),
 			})
 			P.Links = append(P.Links, Link{
-				Name: hp.Link, Kind: LinkHost, Plane: p, DelayUS: t2.Host.Delay.Microseconds(),
+				Name: hp.Link, Kind: LinkHost, Plane: p, DelayUS: linkDelay,
 				A: End{Node: h.Name, NS: h.NS, Ifname: hp.Ifname, MAC: hp.MAC},
 				B: End{Node: s.Name, NS: s.NS, Ifname: hp.SwitchPort, MAC: hp.GatewayMAC},
 			})

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softmrc/softmrc/internal/pathtmpl"
 	"github.com/softmrc/softmrc/internal/wire"
@@ -287,14 +289,16 @@ func TestNICConfig(t *testing.T) {
 		mode              topo.Mode
 		nicPacing, pacing uint64 // NICPacingBps set; the pacing_bps expected
 		dcqcnScale        float64
+		ackTimeout        time.Duration // NICRoCEAckTimeout; 0: mrc-nicd's default
 	}{
-		{topo.ModeSRv6, 0, 25e9, 0},
-		{topo.ModeECMP, 0, 25e9, 0},
+		{topo.ModeSRv6, 0, 25e9, 0, 0},
+		{topo.ModeECMP, 0, 25e9, 0, 0},
 		// S1 (docs/lab.md): the NICs paced above the link so that the
 		// switch port model is the bottleneck.
-		{topo.ModeSRv6, 26.5e9, 26.5e9, 0},
-		// S7, S8: DCQCN slowed to the emulated links (roce.dcqcn_scale).
-		{topo.ModeECMP, 0, 25e9, 1250},
+		{topo.ModeSRv6, 26.5e9, 26.5e9, 0, 0},
+		// S7, S8: DCQCN slowed to the emulated links (roce.dcqcn_scale);
+		// S7: NCCL's RoCE ACK timeout.
+		{topo.ModeECMP, 0, 25e9, 1250, 4096 << 20 * time.Nanosecond},
 	}
 	for _, tc := range cases {
 		mode := tc.mode
@@ -308,6 +312,7 @@ func TestNICConfig(t *testing.T) {
 		p.NICPacingBps = tc.nicPacing
 		p.RoCEMTU = 4096
 		p.NICDCQCNScale = tc.dcqcnScale
+		p.NICRoCEAckTimeout = tc.ackTimeout
 		files, err := p.Files(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -326,6 +331,9 @@ func TestNICConfig(t *testing.T) {
 			}
 			if c.MTU != 4096 {
 				t.Errorf("%s: mtu %d, want the plan's roce_mtu 4096", f.Path, c.MTU)
+			}
+			if want := cmp.Or(tc.ackTimeout, nicconfig.DefaultRoCEAckTimeout); c.RoCE.AckTimeout != want {
+				t.Errorf("%s: roce.ack_timeout %v, want %v", f.Path, c.RoCE.AckTimeout, want)
 			}
 			if c.RoCE.DCQCNScale != tc.dcqcnScale {
 				t.Errorf("%s: roce.dcqcn_scale %v, want %v", f.Path, c.RoCE.DCQCNScale, tc.dcqcnScale)
@@ -385,5 +393,51 @@ func TestHostECN(t *testing.T) {
 		if hostPorts != p.Planes*p.T0PerPlane*p.HostsPerT0 {
 			t.Errorf("host_ecn=%v: %d host ports in the switch files, want one per host and plane", on, hostPorts)
 		}
+	}
+}
+
+// TestHostLinkDelay: a host link's delay becomes the port delay of the
+// host's mrc-nicd when the plan runs NICs (no netem on the veth: this
+// kernel has none), netem on the veth otherwise; a fabric link's delay
+// always stays on the link (netem, or netns.ErrNoNetem).
+func TestHostLinkDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		nics             bool
+		host, fabric     time.Duration
+		wantNIC          time.Duration // every NIC port's delay
+		wantHostLinkUS   int64
+		wantFabricLinkUS int64
+	}{
+		{name: "NICs hold the host link delay", nics: true, host: 5 * time.Millisecond, wantNIC: 5 * time.Millisecond},
+		{name: "kernel hosts: netem on the host link", host: 5 * time.Millisecond, wantHostLinkUS: 5000},
+		{name: "fabric delay stays on the link", nics: true, fabric: 2 * time.Millisecond, wantFabricLinkUS: 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top, _ := topo.Preset("clos-2p")
+			top.NICs = tc.nics
+			top.Host.Delay, top.Fabric.Delay = tc.host, tc.fabric
+			p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range p.Links {
+				want := map[string]int64{LinkHost: tc.wantHostLinkUS, LinkFabric: tc.wantFabricLinkUS}[l.Kind]
+				if l.Kind != LinkMgmt && l.DelayUS != want {
+					t.Errorf("%s link %s: delay_us %d, want %d", l.Kind, l.Name, l.DelayUS, want)
+				}
+			}
+			for i := range p.Hosts {
+				c := p.NICConfig(&p.Hosts[i])
+				if err := c.Validate(); err != nil {
+					t.Fatalf("%s: mrc-nicd config invalid: %v", p.Hosts[i].Name, err)
+				}
+				for _, port := range c.Ports {
+					if port.Delay != tc.wantNIC {
+						t.Errorf("%s port %s: delay %v, want %v", p.Hosts[i].Name, port.Name, port.Delay, tc.wantNIC)
+					}
+				}
+			}
+		})
 	}
 }

@@ -265,6 +265,15 @@ func launchAll(ctx context.Context, p *plan.Plan, st *State, o Options) error {
 	if p.NICs {
 		bin := FindBin(o.BinDir, "mrc-nicd")
 		if bin == "" {
+			for _, h := range p.Hosts {
+				for _, hp := range h.Ports {
+					if hp.DelayUS > 0 {
+						// The host links' delay lives in mrc-nicd: without
+						// it the topology would run without its delay.
+						return fmt.Errorf("host %s: its link %s has a delay, which mrc-nicd holds (docs/testbed.md), but no mrc-nicd binary was found: run `make build` and pass --bin bin", h.Name, hp.Link)
+					}
+				}
+			}
 			o.Log.Warn("nics: true but no mrc-nicd binary found; hosts run without a NIC daemon")
 			return nil
 		}

@@ -36,7 +36,7 @@ func Load(path string) (*Scenario, error) {
 
 var (
 	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
-	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale"}
+	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "roce_ack_timeout"}
 	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
 	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout", "rate"}
 	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
@@ -197,6 +197,14 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 			var x float64
 			x, err = p.Float(v, "topology.dcqcn_scale", 1, 1e6)
 			t.DCQCNScale = x
+		case "roce_ack_timeout":
+			var d string
+			if d, err = p.Str(v, "topology.roce_ack_timeout"); err != nil {
+				return err
+			}
+			if t.RoCEAckTimeout, err = time.ParseDuration(d); err != nil || t.RoCEAckTimeout <= 0 || t.RoCEAckTimeout > time.Hour {
+				return p.Err(v, "topology.roce_ack_timeout", "a duration above 0 up to 1h, e.g. 4.295s (IBTA timeout 20: 4.096us·2^20, NCCL's default)", "bad roce_ack_timeout %q", d)
+			}
 		case "nic_pacing":
 			var r string
 			if r, err = p.Str(v, "topology.nic_pacing"); err != nil {
@@ -237,7 +245,7 @@ func (p *parser) link(l *topo.LinkSpec, n *yaml.Node, field string) error {
 			return nil
 		case "delay":
 			if l.Delay, err = time.ParseDuration(s); err != nil || l.Delay < 0 || l.Delay > 10*time.Second {
-				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (netem on both veth ends: docs/testbed.md)", "bad delay %q", s)
+				return p.Err(v, path, "a one-way delay from 0 to 10s, e.g. 2ms (host links: mrc-nicd's delay line; fabric links: netem, docs/testbed.md)", "bad delay %q", s)
 			}
 			return nil
 		}

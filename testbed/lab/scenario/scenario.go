@@ -115,6 +115,10 @@ type Topology struct {
 	// periods × k and rates / k, so that it reacts to an emulated link k
 	// times slower than 100 Gb/s as it would at 100 Gb/s (docs/roce.md).
 	DCQCNScale float64
+	// RoCEAckTimeout, when not 0, is every NIC's roce.ack_timeout: the
+	// local ACK timeout of RoCE QPs (IBTA 4.096 µs · 2^timeout; mrc-nicd's
+	// default is perftest's timeout 14, 67 ms), e.g. NCCL's (docs/roce.md).
+	RoCEAckTimeout time.Duration
 	// Fabric and Host, when set (Set*), replace the topology's link models.
 	Fabric, Host       topo.LinkSpec
 	SetFabric, SetHost bool

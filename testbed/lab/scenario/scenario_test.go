@@ -146,6 +146,7 @@ func TestParseErrors(t *testing.T) {
 		{"host_ecn without threshold", rep("buffer: 256KiB}", "buffer: 256KiB, host_ecn: true}"), "x.yaml:3: topology: "},
 		{"bad delay", rep("buffer: 256KiB}", "buffer: 256KiB, delay: forever}"), `x.yaml:6: topology.links.host.delay: bad delay "forever"`},
 		{"dcqcn_scale", rep("preset: clos-2p\n", "preset: clos-2p\n  dcqcn_scale: 0.5\n"), "x.yaml:5: topology.dcqcn_scale: 0.5 is out of range (allowed: a number from 1 to 1e+06)"},
+		{"roce_ack_timeout", rep("preset: clos-2p\n", "preset: clos-2p\n  roce_ack_timeout: -1s\n"), `bad roce_ack_timeout "-1s"`},
 		{"topology file missing", rep("preset: clos-2p", "file: nowhere.yaml"), "x.yaml:4: topology.file: open nowhere.yaml: no such file"},
 		{"variant without variants", rep("max: 0}", "max: 0, variant: a}"), "x.yaml:17: expect[3].variant: this scenario has no variants"},
 		{"value without value", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, min: 1}"), "x.yaml:17: expect[3].value: missing for metric value"},
@@ -306,6 +307,18 @@ func readTopo(p string) ([]byte, error) {
 		return []byte(oneTopo), nil
 	}
 	return nil, fmt.Errorf("open %s: no such file", p)
+}
+
+// TestRoCEAckTimeout: topology.roce_ack_timeout (S7: NCCL's) is parsed.
+func TestRoCEAckTimeout(t *testing.T) {
+	src := strings.Replace(variantsFile, "dcqcn_scale: 1000\n", "dcqcn_scale: 1000\n  roce_ack_timeout: 4.295s\n", 1)
+	s, err := ParseWith("dir/v.yaml", []byte(src), readTopo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology.RoCEAckTimeout != 4295*time.Millisecond {
+		t.Fatalf("roce_ack_timeout %v, want 4.295s", s.Topology.RoCEAckTimeout)
+	}
 }
 
 func TestParseVariants(t *testing.T) {
