@@ -135,8 +135,9 @@ type evEntry struct {
 	byList    bool    // DENIED by the engine-wide denylist (deny.go)
 	byQP      bool    // DENIED by Deny/DenyPlane on this QP (or QPConfig.Deny)
 	// rtoBad: it is ASSUMED_BAD on an ACK timeout alone (no SACK-hole
-	// loss or lost probe since), from state preBad; a spurious timeout of
-	// a packet it carried puts it back (spurious.go).
+	// loss or ALWAYS_SKIP since; a lost probe does not clear it, as a
+	// stalled receiver loses probes too), from state preBad; a spurious
+	// timeout of a packet it carried puts it back (spurious.go).
 	rtoBad bool
 	preBad EVState
 	c      EVCounters
