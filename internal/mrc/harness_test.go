@@ -109,6 +109,9 @@ type harness struct {
 	// timers nor takes its frames, which wait for it (a CPU-starved
 	// host; nothing is lost).
 	stallUntil [2]Time
+	// lossUntil[i] drops every data frame reaching side i before that
+	// time, in flight ones included (a dead link; nothing arrives late).
+	lossUntil [2]Time
 }
 
 type wake struct {
@@ -258,6 +261,13 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 				f.at = h.stallUntil[f.to] // queued for the stalled host, in order (seq)
 				heap.Push(&h.fl, f)
 				continue
+			}
+			if h.now < h.lossUntil[f.to] {
+				var p wire.Packet
+				if (wire.Decoder{}).Decode(f.b, &p) == nil && p.Opcode.IsData() {
+					h.dropped++
+					continue
+				}
 			}
 			h.eng[f.to].HandlePacket(h.now, f.port, f.b)
 		}

@@ -34,7 +34,7 @@ import "github.com/softmrc/softmrc/internal/wire"
 // rtoFloorDecay is the floor's half-life in units of the floor itself:
 // a 2 ms floor lasts ~64 ms, a 100 µs one ~3 ms (stalls recur on that
 // scale on a loaded host while short ones are forgotten quickly).
-const rtoFloorDecay = 32
+const rtoFloorDecay = 8
 
 // spuriousFloor is the RTO floor learnt from spurious timeouts, decayed.
 func (q *qp) spuriousFloor() Time {
@@ -101,7 +101,7 @@ func (q *qp) spurious(pk *txPkt) {
 	// arrived. Only the first one's EV is known to have delivered it.
 	q.stats.SpuriousTimeouts += uint64(pk.tos - pk.rtoTos)
 	if age := q.e.now - pk.rtoSent; age > 0 {
-		if f := min(2*age, q.cfg.MaxRTO); f > q.spuriousFloor() {
+		if f := min(age, q.cfg.MaxRTO); f > q.spuriousFloor() {
 			q.rtoFloor, q.rtoFloorAt = f, q.e.now
 		}
 	}
