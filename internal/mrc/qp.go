@@ -278,8 +278,8 @@ type qp struct {
 	srtt, rttvar   Time
 	rackSentAt     Time
 	// rtoFloor raises the adaptive RTO after a spurious timeout: the age
-	// at which the late original was acknowledged, doubled, set at
-	// rtoFloorAt and halved every rtoFloorDecay×rtoFloor since (spurious.go).
+	// at which the late original was acknowledged, set at rtoFloorAt and
+	// halved every rtoFloorDecay×rtoFloor since (spurious.go).
 	rtoFloor, rtoFloorAt Time
 	inRTO                bool // runTimers is applying a timeout (setState marks rtoBad)
 	noEVSince            Time

@@ -65,9 +65,9 @@ func (h *harness) stallReceiver(d, settle Time) stallResult {
 // test measured 184 timeouts, none found spurious, all 160 EVs ASSUMED_BAD
 // after the stall and the QP stuck (nothing acknowledged in the next
 // millisecond). Now the acknowledgements that prove the originals arrived
-// count the timeouts as spurious (68 of 148), put the EVs back (39 of 160
+// count the timeouts as spurious (64 of 148), put the EVs back (39 of 160
 // still bad) and raise the RTO, so the second stall fires fewer timeouts
-// than the first (none; 195 with the RTO floor taken out).
+// than the first (24; 195 with the RTO floor taken out).
 func TestReceiverStallSpuriousTimeouts(t *testing.T) {
 	// Probes every 20 ms: EVs that come back within the test came back by
 	// the spurious-timeout undo, not by a probe.
