@@ -109,6 +109,21 @@ type Config struct {
 	// AckReq packets (docs/engine.md).
 	AckEvery int
 	AckDelay Time
+	// CoalesceHoles counts a packet that opens a new hole (arrives ahead of
+	// a lower PSN still missing) toward the coalesced SACK instead of
+	// answering it at once. A sender spraying over several planes reorders
+	// every burst, so answered at once, holes cost mrc-nicd one SACK per
+	// 2-3 data packets through clos-2p (a kick on the receiver, a receive
+	// and a SACK walk on the sender each); coalesced, the sender's RACK
+	// loss detection learns of a hole at most AckDelay later. Late
+	// arrivals (more than 63 PSNs behind the highest, outside the bitmap of
+	// a SACK at the top) are coalesced among themselves: a run of them
+	// shares one SACK whose bitmap ends at the highest of them, sent after
+	// AckEvery of them, AckDelay after the first, or when the next no
+	// longer fits that bitmap (answered at once, they were another SACK
+	// per 10 data packets through clos-2p). CE, retransmissions and AckReq
+	// are still answered at once.
+	CoalesceHoles bool
 
 	// AlwaysSkipMarks is the responder's ALWAYS_SKIP threshold: when this
 	// many consecutive data packets of one EV arrive CE-marked, spread over

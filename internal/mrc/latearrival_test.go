@@ -1,6 +1,7 @@
 package mrc
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/wire"
@@ -23,53 +24,55 @@ func TestLateArrivalReported(t *testing.T) {
 		{"300 behind, 7 after", 5, 305, 7},
 		{"64 behind (in the top bitmap)", 40, 104, 3},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, hopts{seed: 31})
-			g := newGuarded(h, 1, 0x77, 0x5000, 1<<20)
-			ia, _ := h.eng[0].Info(h.qp[0])
-			start := ia.StartPSN
-			deliver := func(i int) {
-				b := h.craft(func(p *wire.Packet) {
-					p.Opcode, p.PSN, p.EV = wire.OpWriteMiddle, start.Add(i), wire.MakeEV(wire.Plane(i%testPlanes), uint8(i%4), uint32(i))
-					p.VA, p.DMALen, p.Payload = 0x5000+uint64(i)*100, 1<<20, make([]byte, 100)
-				})
-				h.eng[1].HandlePacket(h.now, wire.Plane(i%testPlanes), b)
-			}
-			reported := map[wire.PSN]bool{}
-			poll := func() {
-				for _, p := range h.collect(1) {
-					if p.Opcode != wire.OpSACK {
-						continue
-					}
-					base := p.SACK.CackPSN.Add(int(p.SACK.SackOffset))
-					for k := 0; k < 64; k++ {
-						if p.SACK.Bitmap&(1<<k) != 0 {
-							reported[base.Add(k)] = true
+		for _, coalesce := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, CoalesceHoles %v", tc.name, coalesce), func(t *testing.T) {
+				h := newHarness(t, hopts{seed: 31, cfg: func(c *Config) { c.CoalesceHoles = coalesce }})
+				g := newGuarded(h, 1, 0x77, 0x5000, 1<<20)
+				ia, _ := h.eng[0].Info(h.qp[0])
+				start := ia.StartPSN
+				deliver := func(i int) {
+					b := h.craft(func(p *wire.Packet) {
+						p.Opcode, p.PSN, p.EV = wire.OpWriteMiddle, start.Add(i), wire.MakeEV(wire.Plane(i%testPlanes), uint8(i%4), uint32(i))
+						p.VA, p.DMALen, p.Payload = 0x5000+uint64(i)*100, 1<<20, make([]byte, 100)
+					})
+					h.eng[1].HandlePacket(h.now, wire.Plane(i%testPlanes), b)
+				}
+				reported := map[wire.PSN]bool{}
+				poll := func() {
+					for _, p := range h.collect(1) {
+						if p.Opcode != wire.OpSACK {
+							continue
+						}
+						base := p.SACK.CackPSN.Add(int(p.SACK.SackOffset))
+						for k := 0; k < 64; k++ {
+							if p.SACK.Bitmap&(1<<k) != 0 {
+								reported[base.Add(k)] = true
+							}
 						}
 					}
 				}
-			}
-			// Offset 0 is the hole; 1..top arrive in order except late.
-			for i := 1; i <= tc.top; i++ {
-				if i != tc.late {
-					deliver(i)
+				// Offset 0 is the hole; 1..top arrive in order except late.
+				for i := 1; i <= tc.top; i++ {
+					if i != tc.late {
+						deliver(i)
+					}
+					h.now += 100
+					poll()
 				}
-				h.now += 100
+				deliver(tc.late)
+				for i := 1; i <= tc.after; i++ {
+					deliver(tc.top + i)
+				}
+				h.now += 10 * Microsecond // past AckDelay: the coalesced SACK goes out
 				poll()
-			}
-			deliver(tc.late)
-			for i := 1; i <= tc.after; i++ {
-				deliver(tc.top + i)
-			}
-			h.now += 10 * Microsecond // past AckDelay: the coalesced SACK goes out
-			poll()
-			g.intact(t)
-			if !reported[start.Add(tc.late)] {
-				t.Fatalf("PSN +%d (landed %d behind the highest while +0 was missing) was never reported in a SACK", tc.late, tc.top-tc.late)
-			}
-			if !reported[start.Add(tc.top+tc.after)] {
-				t.Fatalf("the highest PSN +%d was never reported", tc.top+tc.after)
-			}
-		})
+				g.intact(t)
+				if !reported[start.Add(tc.late)] {
+					t.Fatalf("PSN +%d (landed %d behind the highest while +0 was missing) was never reported in a SACK", tc.late, tc.top-tc.late)
+				}
+				if !reported[start.Add(tc.top+tc.after)] {
+					t.Fatalf("the highest PSN +%d was never reported", tc.top+tc.after)
+				}
+			})
+		}
 	}
 }

@@ -656,6 +656,9 @@ func (q *qp) deadline() Time {
 	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
 		d = q.rx.ackDeadline
 	}
+	if q.rx.latePending > 0 && q.rx.lateDeadline < d {
+		d = q.rx.lateDeadline
+	}
 	if q.cfg.RetryTimeout > 0 && q.roce == nil && q.sndUna != q.sndNxt && q.lastProgress+q.cfg.RetryTimeout < d {
 		d = q.lastProgress + q.cfg.RetryTimeout
 	}

@@ -33,7 +33,15 @@ type rxState struct {
 	ackPending  int
 	ackDeadline Time
 	trig        ctrlItem // latest coalesced trigger
-	nakSent     bool     // go-back-N: one NAK per gap
+
+	// Late arrivals coalesced among themselves (Config.CoalesceHoles): a
+	// run of them shares one SACK whose bitmap ends at the highest of them,
+	// as long as it still covers the lowest (lateLo).
+	latePending  int
+	lateDeadline Time
+	lateTrig     ctrlItem // the highest pending late arrival
+	lateLo       wire.PSN
+	nakSent      bool // go-back-N: one NAK per gap
 }
 
 func (r *rxState) init(q *qp, start wire.PSN) {
@@ -235,7 +243,7 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 	if p.AckReq && e.cfg.TransportACK {
 		e.queueCtrl(ctrlItem{kind: ctrlAck, q: q, port: port})
 	}
-	if trig.m != wire.MNone || p.Rtx || p.AckReq || newHole {
+	if trig.m != wire.MNone || p.Rtx || p.AckReq || (newHole && !e.cfg.CoalesceHoles) {
 		q.sackNow(trig)
 		return
 	}
@@ -243,6 +251,10 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		// Its own SACK (the bitmap then ends at it), outside the
 		// coalescing count: the packets pending there are near the top
 		// and still need the SACK that covers them.
+		if e.cfg.CoalesceHoles {
+			q.coalesceLate(trig)
+			return
+		}
 		e.queueCtrl(trig)
 		return
 	}
@@ -287,6 +299,45 @@ func (q *qp) advance() {
 	}
 }
 
+// coalesceLate counts a late arrival toward a SACK of the late ones: sent
+// after AckEvery of them or AckDelay after the first, or at once when the
+// new one and the pending ones no longer fit one bitmap (64 PSNs ending at
+// the highest of them). While it waits, the highest only grows, so that
+// SACK's bitmap still ends at its trigger; and once cack passes the
+// trigger, every pending late PSN is acknowledged cumulatively.
+func (q *qp) coalesceLate(trig ctrlItem) {
+	r := &q.rx
+	if r.latePending > 0 {
+		lo, hi := r.lateLo, r.lateTrig.psn
+		if trig.psn.Before(lo) {
+			lo = trig.psn
+		}
+		if hi.Before(trig.psn) {
+			hi = trig.psn
+		}
+		if hi.Diff(lo) > 63 {
+			q.e.queueCtrl(r.lateTrig)
+			r.latePending = 0
+		}
+	}
+	if r.latePending == 0 {
+		r.lateLo, r.lateTrig = trig.psn, trig
+		r.lateDeadline = q.e.now + q.e.cfg.AckDelay
+	} else {
+		if trig.psn.Before(r.lateLo) {
+			r.lateLo = trig.psn
+		}
+		if r.lateTrig.psn.Before(trig.psn) {
+			r.lateTrig = trig
+		}
+	}
+	r.latePending++
+	if r.latePending >= q.e.cfg.AckEvery {
+		q.e.queueCtrl(r.lateTrig)
+		r.latePending = 0
+	}
+}
+
 func (q *qp) sackNow(trig ctrlItem) {
 	q.rx.ackPending = 0
 	q.e.queueCtrl(trig)
@@ -317,6 +368,10 @@ func (q *qp) pollControl(now Time, emit func(wire.Plane, []byte)) {
 	if r.ackPending > 0 && now >= r.ackDeadline {
 		r.ackPending = 0
 		q.sendSACK(r.trig, emit)
+	}
+	if r.latePending > 0 && now >= r.lateDeadline {
+		r.latePending = 0
+		q.sendSACK(r.lateTrig, emit)
 	}
 	if q.nBad > 0 && now >= q.nextProbeScan {
 		q.probeBad(now, emit)

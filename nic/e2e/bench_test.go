@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"net/netip"
@@ -163,6 +164,31 @@ func rawXDP(tb testing.TB, tp *topo, d time.Duration) (fps float64, frameLen int
 // switches forward the frames as they forward the NIC's. The daemons must
 // not run on those ports (one AF_XDP socket per queue).
 func rawXDPPorts(tb testing.TB, src, dst *host, p int, d time.Duration) (fps float64, frameLen int) {
+	r := rawXDPRun(tb, src, dst, p, d)
+	return r.fps, r.frameLen
+}
+
+// rawRun is one raw AF_XDP measurement: the receive rate, and the CPU time
+// of the sending and the receiving thread (each locked to its OS thread,
+// read with getrusage(RUSAGE_THREAD)), so that mrc-nicd's CPU per byte can
+// be set against the floor's on the same path in the same round.
+type rawRun struct {
+	fps          float64
+	frameLen     int
+	sent, got    uint64
+	txCPU, rxCPU time.Duration
+}
+
+// threadCPU is the user + system time of the calling OS thread.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func rawXDPRun(tb testing.TB, src, dst *host, p int, d time.Duration) rawRun {
 	c0, c1 := src.cfg.Ports[p], dst.cfg.Ports[p]
 	var tx, rx *xsk.XDPPort
 	inNS(tb, src.ns, func() {
@@ -195,10 +221,12 @@ func rawXDPPorts(tb testing.TB, src, dst *host, p int, d time.Duration) (fps flo
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var got atomic.Uint64
+	var rxCPU time.Duration
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		runtime.LockOSThread()
+		t0 := threadCPU()
 		for ctx.Err() == nil {
 			k, _ := rx.RecvFunc(256, func([]byte) {})
 			got.Add(uint64(k))
@@ -206,16 +234,22 @@ func rawXDPPorts(tb testing.TB, src, dst *host, p int, d time.Duration) (fps flo
 				rx.Wait(10 * time.Millisecond)
 			}
 		}
+		rxCPU = threadCPU() - t0
 	}()
 	runtime.LockOSThread()
+	t0 := threadCPU()
+	var sent uint64
 	for ctx.Err() == nil {
-		if k, _ := tx.Send(batch); k == 0 {
+		k, _ := tx.Send(batch)
+		sent += uint64(k)
+		if k == 0 {
 			tx.Wait(0)
 		}
 	}
+	txCPU := threadCPU() - t0
 	runtime.UnlockOSThread()
 	<-done
-	return float64(got.Load()) / d.Seconds(), n
+	return rawRun{fps: float64(got.Load()) / d.Seconds(), frameLen: n, sent: sent, got: got.Load(), txCPU: txCPU, rxCPU: rxCPU}
 }
 
 type bwJSON struct {

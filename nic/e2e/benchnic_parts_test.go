@@ -35,6 +35,10 @@ func TestBenchNICRatiosPairRounds(t *testing.T) {
 		r.add("veth", bwName(c), round, v[1])
 	}
 	r.add("veth", basePrefix+bwName(c), 1, 1.5) // missing in rounds 1 and 3
+	r.add("veth", mRawTxCPU, 0, 200)
+	r.add("veth", "sender mrc-nicd CPU in 64 KiB, 1 QP, ms per GB", 0, 300)
+	r.add("veth", mRawRxCPU, 0, 50)
+	r.add("veth", "receiver mrc-nicd CPU in 64 KiB, 1 QP, ms per GB", 0, 400)
 	got := map[string][]float64{}
 	for _, x := range r.ratios() {
 		got[x.name] = x.vals
@@ -42,6 +46,8 @@ func TestBenchNICRatiosPairRounds(t *testing.T) {
 	want := map[string][]float64{
 		"bw 64 KiB, 1 QP / raw AF_XDP":                    {2, 1, 4},
 		"after / before: mrc-write-bw 64 KiB, 1 QP, Gb/s": {2},
+		"sender CPU per GB 64 KiB, 1 QP / raw sender":     {1.5},
+		"receiver CPU per GB 64 KiB, 1 QP / raw receiver": {8},
 	}
 	for name, w := range want {
 		g := got[name]

@@ -185,10 +185,14 @@ func (r *benchNICResult) add(path, name string, round int, v float64) {
 var nan = func() float64 { var z float64; return z / z }()
 
 const (
-	mRaw   = "raw AF_XDP payload (port 0), Gb/s"
-	mTCP   = "kernel TCP 1 stream, Gb/s"
-	mMPTCP = "kernel MPTCP 1 subflow/plane, Gb/s"
-	mUDP   = "kernel UDP ping-pong 2 B half RTT, µs"
+	mRaw = "raw AF_XDP payload (port 0), Gb/s"
+	// The raw sender's and receiver's thread CPU per GB of payload
+	// received: the floor for mrc-nicd's CPU per GB rows.
+	mRawTxCPU = "raw AF_XDP sender thread CPU, ms per GB"
+	mRawRxCPU = "raw AF_XDP receiver thread CPU, ms per GB"
+	mTCP      = "kernel TCP 1 stream, Gb/s"
+	mMPTCP    = "kernel MPTCP 1 subflow/plane, Gb/s"
+	mUDP      = "kernel UDP ping-pong 2 B half RTT, µs"
 )
 
 // basePrefix names the measurements of MRC_BENCH_BASE_BIN's binaries.
@@ -265,9 +269,15 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 	for round := 0; round < cfg.rounds; round++ {
 		for _, p := range paths {
 			tag := fmt.Sprintf("round %d/%d %s", round+1, cfg.rounds, p.name)
-			fps, _ := rawXDPPorts(b, p.kern.h[0], p.kern.h[1], 0, d)
+			raw := rawXDPRun(b, p.kern.h[0], p.kern.h[1], 0, d)
+			fps := raw.fps
 			res.add(p.name, mRaw, round, fps*2048*8/1e9)
-			progress("%s: raw AF_XDP %.3f Mpps, %.2f Gb/s payload", tag, fps/1e6, fps*2048*8/1e9)
+			if gb := float64(raw.got) * 2048 / 1e9; gb > 0 {
+				res.add(p.name, mRawTxCPU, round, float64(raw.txCPU.Milliseconds())/gb)
+				res.add(p.name, mRawRxCPU, round, float64(raw.rxCPU.Milliseconds())/gb)
+			}
+			progress("%s: raw AF_XDP %.3f Mpps, %.2f Gb/s payload (%d frames sent, %d received; CPU %.2f s sender, %.2f s receiver)",
+				tag, fps/1e6, fps*2048*8/1e9, raw.sent, raw.got, raw.txCPU.Seconds(), raw.rxCPU.Seconds())
 			tcp := tcpStream(b, p.kern, d)
 			res.add(p.name, mTCP, round, tcp*8/1e9)
 			progress("%s: kernel TCP %.2f Gb/s", tag, tcp*8/1e9)
@@ -562,6 +572,15 @@ func (r *benchNICResult) ratios() []ratio {
 			per(path, m, mRaw, "bw "+short+" / raw AF_XDP", "higher")
 			per(path, m, mTCP, "bw "+short+" / TCP", "higher")
 			per(path, m, mMPTCP, "bw "+short+" / MPTCP", "higher")
+		}
+		// CPU per GB against the raw path's threads: how much more work a
+		// byte costs mrc-nicd than the floor, whatever the scheduler gave.
+		for _, m := range r.order {
+			for side, raw := range map[string]string{"sender": mRawTxCPU, "receiver": mRawRxCPU} {
+				if c, ok := strings.CutPrefix(m, side+" mrc-nicd CPU in "); ok {
+					per(path, m, raw, side+" CPU per GB "+strings.TrimSuffix(c, ", ms per GB")+" / raw "+side, "lower")
+				}
+			}
 		}
 		for _, m := range r.order {
 			if !strings.HasPrefix(m, "mrc-write-lat") {

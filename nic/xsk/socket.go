@@ -565,7 +565,11 @@ func (s *Socket) wakeRx() {
 // Wait blocks until a frame is ready to receive, Wake is called or timeout
 // passes (returning nil in all three cases), after kicking pending
 // transmissions and collecting completions. A negative timeout waits without
-// limit.
+// limit. Wait(0) only kicks and collects: it makes no poll syscall (a poll
+// with a zero timeout reports readiness and nobody reads it; the daemon's
+// idle path calls Wait(0) before its own ppoll, and the extra syscall was a
+// fifth of a receiving daemon's syscalls). A Wake it does not consume ends
+// the next blocking Wait.
 func (s *Socket) Wait(timeout time.Duration) error {
 	if s.closed {
 		return ErrClosed
@@ -576,7 +580,7 @@ func (s *Socket) Wait(timeout time.Duration) error {
 	if err := s.kick(); err != nil {
 		return err
 	}
-	if s.rx.avail(1) > 0 {
+	if timeout == 0 || s.rx.avail(1) > 0 {
 		return nil
 	}
 	ms := -1

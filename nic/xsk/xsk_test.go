@@ -546,3 +546,46 @@ func TestOverMTUFrameDoesNotJam(t *testing.T) {
 		t.Errorf("TxKickErrors = 0 after two over-MTU frames; A %+v", a.Stats())
 	}
 }
+
+// TestWaitZeroNoPoll: Wait(0) still pushes out committed frames (they
+// arrive at the peer) but makes no poll syscall (Stats.Polls stays put);
+// a blocking Wait still polls. Before the change every Wait(0) was a
+// poll(2) with a zero timeout: mrc-nicd's idle path made one per sleep.
+func TestWaitZeroNoPoll(t *testing.T) {
+	requireXDP(t)
+	n := newVethNet(t, 1500)
+	a, b := openPair(t, n, 64)
+	const frames = 8
+	for i := range frames {
+		slot := a.TxSlot()
+		if slot == nil {
+			t.Fatalf("frame %d: no transmit slot", i)
+		}
+		f := udpFrame(n.macB, n.macA, n.addrA, n.addrB, 1000, 4791, payload(100, byte(i)))
+		if err := a.TxCommit(copy(slot, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	polls := a.Stats().Polls
+	for range 100 {
+		if err := a.Wait(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.Stats().Polls - polls; got != 0 {
+		t.Errorf("100 × Wait(0) made %d poll syscalls, want 0", got)
+	}
+	// The first Wait(0) published and kicked the committed frames.
+	if got, err := recvN(b, frames, 5*time.Second); err != nil {
+		t.Fatalf("after Wait(0): %v (frames committed but not sent?)", err)
+	} else if len(got) != frames {
+		t.Fatalf("received %d frames, want %d", len(got), frames)
+	}
+	polls = a.Stats().Polls
+	if err := a.Wait(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().Polls - polls; got != 1 {
+		t.Errorf("Wait(1ms) with nothing to receive made %d poll syscalls, want 1", got)
+	}
+}
