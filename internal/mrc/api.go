@@ -1,8 +1,10 @@
 package mrc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/softmrc/softmrc/internal/dcqcn"
 	"github.com/softmrc/softmrc/internal/pathtmpl"
@@ -278,6 +280,25 @@ type CCConfig struct {
 	LastHopInc  float64
 	LastHopHold int
 	Disable     bool // fixed window = InitCwnd (for experiments)
+}
+
+// DefaultTargetQDelay is CCConfig.TargetQDelay's default: 6 µs, a queue of
+// 75 KB (about 37 packets of 2 KiB) at 100 Gb/s.
+const DefaultTargetQDelay = 6 * Microsecond
+
+// Scaled is c with its time constants k times longer, for a fabric emulated
+// at 1/k of the 100 Gb/s the defaults are made for (mrc-nicd's cc.scale,
+// the counterpart of roce.dcqcn_scale). The only time constant is
+// TargetQDelay (zero: DefaultTargetQDelay): a target of N packets queued at
+// 100 Gb/s, k times longer, is the same N packets at 100 Gb/s ÷ k. Every
+// other rule is per RTT or per acknowledged byte and so already follows the
+// emulated RTT (docs/engine.md, "Time scale"). k <= 0 or 1 leaves c as it is.
+func (c CCConfig) Scaled(k float64) CCConfig {
+	if k <= 0 || k == 1 {
+		return c
+	}
+	c.TargetQDelay = Time(math.Round(float64(cmp.Or(c.TargetQDelay, DefaultTargetQDelay)) * k))
+	return c
 }
 
 // QPInfo is what the two ends of a connection exchange out of band (there is

@@ -31,7 +31,7 @@ import "cmp"
 func (c *CCConfig) setDefaults(mtu int) {
 	c.InitCwnd = cmp.Or(c.InitCwnd, 64*mtu)
 	c.MinCwnd = cmp.Or(c.MinCwnd, mtu)
-	c.TargetQDelay = cmp.Or(c.TargetQDelay, 6*Microsecond)
+	c.TargetQDelay = cmp.Or(c.TargetQDelay, DefaultTargetQDelay)
 	c.PropGain = cmp.Or(c.PropGain, 0.5)
 	c.PropInc = cmp.Or(c.PropInc, 8)
 	c.FairInc = cmp.Or(c.FairInc, 1)

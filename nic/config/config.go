@@ -123,6 +123,11 @@ type CC struct {
 	// default.
 	InitialWindow int `yaml:"initial_window,omitempty"`
 	MaxWindow     int `yaml:"max_window,omitempty"`
+	// Scale makes the CC's time constants k times longer (mrc.CCConfig
+	// Scaled: the target queueing delay, 6 µs × k) for a fabric emulated at
+	// 1/k of the 100 Gb/s they are made for, as roce.dcqcn_scale does for
+	// DCQCN: 1250 for 80 Mbit/s per host. 0 or 1: the defaults as they are.
+	Scale float64 `yaml:"scale,omitempty"`
 }
 
 // QPOptions are per-QP reliability settings handed to the engine.
@@ -322,6 +327,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CC.InitialWindow < 0 || c.CC.MaxWindow < 0 || (c.CC.MaxWindow > 0 && c.CC.InitialWindow > c.CC.MaxWindow) {
 		bad("cc: initial_window %d and max_window %d must be >= 0 with initial <= max", c.CC.InitialWindow, c.CC.MaxWindow)
+	}
+	if c.CC.Scale < 0 || c.CC.Scale > 1e6 {
+		bad("cc: scale %v: want 0 (none) up to 1e6, e.g. 1250 for 80 Mbit/s host links standing for 100 Gb/s", c.CC.Scale)
 	}
 	if c.QP.RetryTimeout < 0 || (c.QP.AckTimeout > 0 && c.QP.RetryTimeout > 0 && c.QP.RetryTimeout < c.QP.AckTimeout) {
 		bad("qp: retry_timeout %v: want 0 (default %v) or at least ack_timeout %v", c.QP.RetryTimeout, DefaultRetryTimeout, c.QP.AckTimeout)

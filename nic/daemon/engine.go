@@ -93,6 +93,7 @@ func EngineConfig(cfg *config.Config) (mrc.Config, error) {
 	}
 	ec.CC.InitCwnd = cfg.CC.InitialWindow
 	ec.CC.MaxCwnd = cfg.CC.MaxWindow
+	ec.CC = ec.CC.Scaled(cfg.CC.Scale)
 	ec.AckEvery, ec.AckDelay = AckEvery, AckDelay
 	// Spraying over planes reorders every burst; a SACK per new hole was
 	// one per 4 data packets through clos-2p (docs/performance.md).

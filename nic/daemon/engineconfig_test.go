@@ -50,6 +50,28 @@ func TestEngineConfigPerPlaneRates(t *testing.T) {
 	}
 }
 
+// cc.scale reaches the engine as CCConfig.Scaled: the target queueing
+// delay k times the default; without it the engine's default stays.
+func TestEngineConfigCCScale(t *testing.T) {
+	for _, tc := range []struct {
+		scale float64
+		want  mrc.Time
+	}{
+		{0, 0},
+		{1250, 1250 * mrc.DefaultTargetQDelay},
+	} {
+		cfg := daemontest.Config(t.TempDir(), 1, 2)
+		cfg.CC.Scale = tc.scale
+		ec, err := daemon.EngineConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec.CC.TargetQDelay != tc.want {
+			t.Errorf("cc.scale %v: engine TargetQDelay %v ns, want %v", tc.scale, ec.CC.TargetQDelay, tc.want)
+		}
+	}
+}
+
 // TestBulkWriteCoalescesSACKs: under a bulk write the receiving daemon
 // sends fewer than one control frame (SACK) per 4 data packets, the
 // engine's hardware default; the data still lands exactly. Each SACK costs

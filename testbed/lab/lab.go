@@ -268,6 +268,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	}
 	pl.NICPacingBps = s.Topology.NICPacingBps
 	pl.NICDCQCNScale = s.Topology.DCQCNScale
+	pl.NICCCScale = s.Topology.CCScale
 	pl.NICRoCEAckTimeout = s.Topology.RoCEAckTimeout
 	out.Plan = pl
 	timeline, err := s.Timeline(pl)

@@ -132,6 +132,7 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 		c.Ports = append(c.Ports, port)
 	}
 	c.RoCE.DCQCNScale = p.NICDCQCNScale
+	c.CC.Scale = p.NICCCScale
 	c.RoCE.AckTimeout = p.NICRoCEAckTimeout // 0: mrc-nicd's default
 	c.SetDefaults()
 	return c

@@ -76,6 +76,10 @@ type Plan struct {
 	// RoCEOptions): DCQCN slowed to the emulated links' speed (mrc-lab's
 	// topology.dcqcn_scale, S7 and S8).
 	NICDCQCNScale float64 `yaml:"nic_dcqcn_scale,omitempty"`
+	// NICCCScale, when set, is every NIC's cc.scale (nic/config CC): MRC's
+	// congestion control slowed to the emulated links' speed as DCQCN is
+	// by NICDCQCNScale (mrc-lab's topology.cc_scale, S7).
+	NICCCScale float64 `yaml:"nic_cc_scale,omitempty"`
 	// NICRoCEAckTimeout, when set, is every NIC's roce.ack_timeout (the
 	// RoCE QPs' local ACK timeout; mrc-lab's topology.roce_ack_timeout).
 	NICRoCEAckTimeout time.Duration `yaml:"nic_roce_ack_timeout,omitempty"`

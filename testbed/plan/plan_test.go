@@ -289,16 +289,18 @@ func TestNICConfig(t *testing.T) {
 		mode              topo.Mode
 		nicPacing, pacing uint64 // NICPacingBps set; the pacing_bps expected
 		dcqcnScale        float64
+		ccScale           float64
 		ackTimeout        time.Duration // NICRoCEAckTimeout; 0: mrc-nicd's default
 	}{
-		{topo.ModeSRv6, 0, 25e9, 0, 0},
-		{topo.ModeECMP, 0, 25e9, 0, 0},
+		{topo.ModeSRv6, 0, 25e9, 0, 0, 0},
+		{topo.ModeECMP, 0, 25e9, 0, 0, 0},
 		// S1 (docs/lab.md): the NICs paced above the link so that the
 		// switch port model is the bottleneck.
-		{topo.ModeSRv6, 26.5e9, 26.5e9, 0, 0},
+		{topo.ModeSRv6, 26.5e9, 26.5e9, 0, 0, 0},
 		// S7, S8: DCQCN slowed to the emulated links (roce.dcqcn_scale);
-		// S7: NCCL's RoCE ACK timeout.
-		{topo.ModeECMP, 0, 25e9, 1250, 4096 << 20 * time.Nanosecond},
+		// S7: NCCL's RoCE ACK timeout, MRC's CC slowed too (cc.scale).
+		{topo.ModeECMP, 0, 25e9, 1250, 0, 4096 << 20 * time.Nanosecond},
+		{topo.ModeECMP, 0, 25e9, 0, 1250, 0},
 	}
 	for _, tc := range cases {
 		mode := tc.mode
@@ -312,6 +314,7 @@ func TestNICConfig(t *testing.T) {
 		p.NICPacingBps = tc.nicPacing
 		p.RoCEMTU = 4096
 		p.NICDCQCNScale = tc.dcqcnScale
+		p.NICCCScale = tc.ccScale
 		p.NICRoCEAckTimeout = tc.ackTimeout
 		files, err := p.Files(nil)
 		if err != nil {
@@ -334,6 +337,9 @@ func TestNICConfig(t *testing.T) {
 			}
 			if want := cmp.Or(tc.ackTimeout, nicconfig.DefaultRoCEAckTimeout); c.RoCE.AckTimeout != want {
 				t.Errorf("%s: roce.ack_timeout %v, want %v", f.Path, c.RoCE.AckTimeout, want)
+			}
+			if c.CC.Scale != tc.ccScale {
+				t.Errorf("%s: cc.scale %v, want %v", f.Path, c.CC.Scale, tc.ccScale)
 			}
 			if c.RoCE.DCQCNScale != tc.dcqcnScale {
 				t.Errorf("%s: roce.dcqcn_scale %v, want %v", f.Path, c.RoCE.DCQCNScale, tc.dcqcnScale)

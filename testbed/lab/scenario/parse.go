@@ -36,7 +36,7 @@ func Load(path string) (*Scenario, error) {
 
 var (
 	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
-	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "roce_ack_timeout"}
+	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "cc_scale", "roce_ack_timeout"}
 	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
 	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout", "rate"}
 	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
@@ -197,6 +197,10 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 			var x float64
 			x, err = p.Float(v, "topology.dcqcn_scale", 1, 1e6)
 			t.DCQCNScale = x
+		case "cc_scale":
+			var x float64
+			x, err = p.Float(v, "topology.cc_scale", 1, 1e6)
+			t.CCScale = x
 		case "roce_ack_timeout":
 			var d string
 			if d, err = p.Str(v, "topology.roce_ack_timeout"); err != nil {

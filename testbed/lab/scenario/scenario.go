@@ -115,6 +115,10 @@ type Topology struct {
 	// periods × k and rates / k, so that it reacts to an emulated link k
 	// times slower than 100 Gb/s as it would at 100 Gb/s (docs/roce.md).
 	DCQCNScale float64
+	// CCScale, when not 0, is every NIC's cc.scale: MRC's target queueing
+	// delay × k, so that its CC sees the same queue in packets on a link k
+	// times slower than 100 Gb/s as at 100 Gb/s (docs/engine.md).
+	CCScale float64
 	// RoCEAckTimeout, when not 0, is every NIC's roce.ack_timeout: the
 	// local ACK timeout of RoCE QPs (IBTA 4.096 µs · 2^timeout; mrc-nicd's
 	// default is perftest's timeout 14, 67 ms), e.g. NCCL's (docs/roce.md).

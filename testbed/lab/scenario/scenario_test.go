@@ -146,6 +146,7 @@ func TestParseErrors(t *testing.T) {
 		{"host_ecn without threshold", rep("buffer: 256KiB}", "buffer: 256KiB, host_ecn: true}"), "x.yaml:3: topology: "},
 		{"bad delay", rep("buffer: 256KiB}", "buffer: 256KiB, delay: forever}"), `x.yaml:6: topology.links.host.delay: bad delay "forever"`},
 		{"dcqcn_scale", rep("preset: clos-2p\n", "preset: clos-2p\n  dcqcn_scale: 0.5\n"), "x.yaml:5: topology.dcqcn_scale: 0.5 is out of range (allowed: a number from 1 to 1e+06)"},
+		{"cc_scale", rep("preset: clos-2p\n", "preset: clos-2p\n  cc_scale: 0\n"), "x.yaml:5: topology.cc_scale: 0 is out of range (allowed: a number from 1 to 1e+06)"},
 		{"roce_ack_timeout", rep("preset: clos-2p\n", "preset: clos-2p\n  roce_ack_timeout: -1s\n"), `bad roce_ack_timeout "-1s"`},
 		{"topology file missing", rep("preset: clos-2p", "file: nowhere.yaml"), "x.yaml:4: topology.file: open nowhere.yaml: no such file"},
 		{"variant without variants", rep("max: 0}", "max: 0, variant: a}"), "x.yaml:17: expect[3].variant: this scenario has no variants"},
@@ -318,6 +319,24 @@ func TestRoCEAckTimeout(t *testing.T) {
 	}
 	if s.Topology.RoCEAckTimeout != 4295*time.Millisecond {
 		t.Fatalf("roce_ack_timeout %v, want 4.295s", s.Topology.RoCEAckTimeout)
+	}
+}
+
+// TestCCScale: topology.cc_scale (S7: MRC's CC slowed to 80 Mbit/s) is
+// parsed; a variant that replaces the topology without it has none.
+func TestCCScale(t *testing.T) {
+	src := strings.Replace(variantsFile, "dcqcn_scale: 1000\n", "dcqcn_scale: 1000\n  cc_scale: 1250\n", 1)
+	s, err := ParseWith("dir/v.yaml", []byte(src), readTopo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology.CCScale != 1250 {
+		t.Fatalf("cc_scale %v, want 1250", s.Topology.CCScale)
+	}
+	for i, want := range []float64{1250, 0} {
+		if r := s.Apply(s.Variants[i]); r.Topology.CCScale != want {
+			t.Errorf("variant %s: cc_scale %v, want %v", r.Name, r.Topology.CCScale, want)
+		}
 	}
 }
 
