@@ -24,20 +24,22 @@ import "github.com/softmrc/softmrc/internal/wire"
 //     triggered by an already acknowledged PSN echoing the retransmission's
 //     timestamp, with only that one retransmission sent: DSACK's test).
 //
-// Then the EV penalty of the timeout is undone (spuriousUndo) and the RTO
-// is raised to the age at which the original was acknowledged, a floor
-// that halves every rtoFloorDecay floors of time (spuriousFloor), so
-// that a receiver that stalls again as long does not time out again. A
+// Then the EV penalty of the timeout is undone (spuriousUndo) and, with
+// QPConfig.SpuriousRTOFloor, the RTO is raised to the age at which the
+// original was acknowledged, a floor that halves every rtoFloorDecay floors
+// of time (spuriousFloor), so that a receiver that stalls again as long
+// does not time out again. Why opt-in: real tail losses wait for the floor
+// as well; the daemons' TestTestbedFaults "1% loss on every link" ran at
+// 77–96 MiB/s with it against main's 131 in the same session (2× the age
+// halving every 32 floors: 85–92 against 181–189). A
 // real loss passes none of the tests: its retransmission is acknowledged
 // an RTT after it left, echoing its own timestamp, and is not a duplicate.
 
 // rtoFloorDecay is the floor's half-life in units of the floor itself:
 // a 2 ms floor halves in 16 ms, a 100 µs one in 0.8 ms (stalls recur on
 // that scale on a loaded host while short ones are forgotten quickly).
-// Why not more: a floor of twice the age halving every 32 floors left
-// ~500 timeouts per veth run instead of 4 000–10 000, but real tail losses
-// waited for it: the daemons' TestTestbedFaults "1% loss on every link"
-// fell from 181–189 MiB/s (main) to 85–92; with this 172 (no floor: 168).
+// (A floor of twice the age halving every 32 floors left ~500 timeouts per
+// veth run instead of 4 000–10 000, and cost tail losses more.)
 const rtoFloorDecay = 8
 
 // spuriousFloor is the RTO floor learnt from spurious timeouts, decayed.
@@ -104,7 +106,7 @@ func (q *qp) spurious(pk *txPkt) {
 	// Every timeout of the packet since the first was spurious: it had
 	// arrived. Only the first one's EV is known to have delivered it.
 	q.stats.SpuriousTimeouts += uint64(pk.tos - pk.rtoTos)
-	if age := q.e.now - pk.rtoSent; age > 0 {
+	if age := q.e.now - pk.rtoSent; age > 0 && q.cfg.SpuriousRTOFloor {
 		if f := min(age, q.cfg.MaxRTO); f > q.spuriousFloor() {
 			q.rtoFloor, q.rtoFloorAt = f, q.e.now
 		}
