@@ -65,9 +65,9 @@ func (h *harness) stallReceiver(d, settle Time) stallResult {
 // test measured 184 timeouts, none found spurious, all 160 EVs ASSUMED_BAD
 // after the stall and the QP stuck (nothing acknowledged in the next
 // millisecond). Now the acknowledgements that prove the originals arrived
-// count the timeouts as spurious (64 of 148), put the EVs back (39 of 160
-// still bad) and raise the RTO, so the second stall fires fewer timeouts
-// than the first (24; 195 with the RTO floor taken out).
+// count the timeouts as spurious (74 of 148) and put the EVs back (29 of
+// 160 still bad); with QPConfig.SpuriousRTOFloor the RTO learns from them
+// too, and an equal second stall fires 24 timeouts instead of 195.
 func TestReceiverStallSpuriousTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
