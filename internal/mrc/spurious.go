@@ -24,14 +24,15 @@ import "github.com/softmrc/softmrc/internal/wire"
 //     triggered by an already acknowledged PSN echoing the retransmission's
 //     timestamp, with only that one retransmission sent: DSACK's test).
 //
-// Then the EV penalty of the timeout is undone (spuriousUndo) and, with
-// QPConfig.SpuriousRTOFloor, the RTO is raised to the age at which the
+// Then the EV penalty of the timeout is undone (spuriousUndo) and, unless
+// QPConfig.NoSpuriousRTOFloor, the RTO is raised to the age at which the
 // original was acknowledged, a floor that halves every rtoFloorDecay floors
 // of time (spuriousFloor), so that a receiver that stalls again as long
-// does not time out again. Why opt-in: real tail losses wait for the floor
-// as well; the daemons' TestTestbedFaults "1% loss on every link" ran at
-// 77–96 MiB/s with it against main's 131 in the same session (2× the age
-// halving every 32 floors: 85–92 against 181–189). A
+// does not time out again. Why on by default: without it the undo alone
+// made the sender on a CPU-starved veth pair keep sending where the
+// condemned EVs had made it sleep, and mrc-write-bw ran at 0.70× main's
+// rate (6 rounds); with it 1.03–1.12×. Its cost: real tail losses wait for
+// the floor as well (docs/engine.md). A
 // real loss passes none of the tests: its retransmission is acknowledged
 // an RTT after it left, echoing its own timestamp, and is not a duplicate.
 
@@ -106,7 +107,7 @@ func (q *qp) spurious(pk *txPkt) {
 	// Every timeout of the packet since the first was spurious: it had
 	// arrived. Only the first one's EV is known to have delivered it.
 	q.stats.SpuriousTimeouts += uint64(pk.tos - pk.rtoTos)
-	if age := q.e.now - pk.rtoSent; age > 0 && q.cfg.SpuriousRTOFloor {
+	if age := q.e.now - pk.rtoSent; age > 0 && !q.cfg.NoSpuriousRTOFloor {
 		if f := min(age, q.cfg.MaxRTO); f > q.spuriousFloor() {
 			q.rtoFloor, q.rtoFloorAt = f, q.e.now
 		}

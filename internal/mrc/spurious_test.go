@@ -65,16 +65,16 @@ func (h *harness) stallReceiver(d, settle Time) stallResult {
 // test measured 184 timeouts, none found spurious, all 160 EVs ASSUMED_BAD
 // after the stall and the QP stuck (nothing acknowledged in the next
 // millisecond). Now the acknowledgements that prove the originals arrived
-// count the timeouts as spurious (74 of 148) and put the EVs back (29 of
-// 160 still bad); with QPConfig.SpuriousRTOFloor the RTO learns from them
-// too, and an equal second stall fires 24 timeouts instead of 195.
+// count the timeouts as spurious (64 of 148) and put the EVs back (39 of
+// 160 still bad), and the RTO learns from them: an equal second stall
+// fires 24 timeouts (195 with QPConfig.NoSpuriousRTOFloor).
 func TestReceiverStallSpuriousTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		floor bool // QPConfig.SpuriousRTOFloor: the second stall must fire at most half the timeouts
+		floor bool // the RTO floor (default): the second stall must fire at most half the timeouts
 	}{
-		{"default", false},
-		{"rto-floor", true},
+		{"default", true},
+		{"no-rto-floor", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) { receiverStall(t, tc.floor) })
 	}
@@ -83,7 +83,7 @@ func TestReceiverStallSpuriousTimeouts(t *testing.T) {
 func receiverStall(t *testing.T, floor bool) {
 	// Probes every 20 ms: EVs that come back within the test came back by
 	// the spurious-timeout undo, not by a probe.
-	h := newHarness(t, hopts{seed: 91, qc: QPConfig{ProbeInterval: 20 * Millisecond, SpuriousRTOFloor: floor}})
+	h := newHarness(t, hopts{seed: 91, qc: QPConfig{ProbeInterval: 20 * Millisecond, NoSpuriousRTOFloor: !floor}})
 	h.Rate = 10 // 10 Gb/s: the transfer outlasts both stalls
 	h.startTransfer(32<<20, 1<<20)
 	h.run(300*Microsecond, nil)
