@@ -215,12 +215,6 @@ type QPConfig struct {
 	MaxAckTimeout Time // ceiling with backoff (default max(64 × AckTimeout, MaxRTO))
 	TimeoutMode   TimeoutMode
 	FixedRTO      bool
-	// NoSpuriousRTOFloor turns off the RTO floor learnt from spurious
-	// timeouts (the age at which the late original was acknowledged,
-	// decaying: internal/mrc/spurious.go). The floor spares a receiver
-	// that stalls repeatedly most of its timeouts, but real tail losses
-	// wait for it too (docs/engine.md, "Spurious timeouts").
-	NoSpuriousRTOFloor bool
 	// RetryLimit is the per-packet retry count after which, if no usable EV
 	// remains, the QP fails with StatusRetryExceeded (default 7; 32 or more =
 	// retry forever).

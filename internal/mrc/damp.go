@@ -289,7 +289,6 @@ func (q *qp) pathProbeLost(gi int32, pr *probeRec) {
 		g.missed++
 		if g.missed >= heldDownMisses {
 			g.dead, g.deadAt, g.probeMiss, g.lost, g.missed = true, g.missAt, 0, g.missed, 0
-			g.rtoDead = false
 		}
 	}
 }

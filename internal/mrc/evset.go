@@ -193,10 +193,6 @@ func (q *qp) setState(idx int32, s EVState) {
 	case EVSkip:
 		x.w, x.credit = q.skipCut, 0
 	}
-	x.rtoBad = s == EVAssumedBad && q.inRTO
-	if x.rtoBad {
-		x.preBad = old
-	}
 	x.c.Transitions[old][s]++
 	q.stats.EVTransitions[old][s]++
 	if old == EVAssumedBad {
@@ -428,15 +424,11 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 	if q.lastCongested(idx) {
 		return
 	}
-	if !q.inRTO {
-		x.rtoBad = false // a SACK hole: evidence no late acknowledgement undoes
-	}
 	g := &q.grps[x.grp]
 	if sent > g.lastAckSent && x.state != EVAssumedBad {
 		g.fails++
 		if g.fails >= groupFails && !g.dead {
 			g.dead, g.deadAt, g.probeAt, g.probeMiss, g.lost = true, q.e.now, 0, 0, 0 // probed as one path from now (probeBad)
-			g.rtoDead = q.inRTO
 		}
 	}
 	q.setState(idx, EVAssumedBad)
@@ -461,7 +453,6 @@ func (q *qp) pathFailed(idx int32) {
 	if !q.planeOK(x.plane) || x.state == EVDenied || q.lastCongested(idx) {
 		return
 	}
-	x.rtoBad = false
 	q.setState(idx, EVAssumedBad)
 }
 

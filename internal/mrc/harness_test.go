@@ -104,14 +104,6 @@ type harness struct {
 	dataSent, dropped int
 
 	wakes []wake // callbacks at a time (an application's think time)
-
-	// stallUntil[i] stops side i until that time: it neither runs its
-	// timers nor takes its frames, which wait for it (a CPU-starved
-	// host; nothing is lost).
-	stallUntil [2]Time
-	// lossUntil[i] drops every data frame reaching side i before that
-	// time, in flight ones included (a dead link; nothing arrives late).
-	lossUntil [2]Time
 }
 
 type wake struct {
@@ -223,14 +215,7 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		if cond != nil && cond() {
 			return true
 		}
-		next := Never
-		for i := range h.eng {
-			d := h.eng[i].NextDeadline()
-			if h.stalled(i) {
-				d = h.stallUntil[i]
-			}
-			next = min(next, d)
-		}
+		next := min(h.eng[0].NextDeadline(), h.eng[1].NextDeadline())
 		if len(h.fl) > 0 && h.fl[0].at < next {
 			next = h.fl[0].at
 		}
@@ -257,29 +242,12 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		}
 		for len(h.fl) > 0 && h.fl[0].at <= h.now {
 			f := heap.Pop(&h.fl).(flight)
-			if h.stalled(f.to) {
-				f.at = h.stallUntil[f.to] // queued for the stalled host, in order (seq)
-				heap.Push(&h.fl, f)
-				continue
-			}
-			if h.now < h.lossUntil[f.to] {
-				var p wire.Packet
-				if (wire.Decoder{}).Decode(f.b, &p) == nil && p.Opcode.IsData() {
-					h.dropped++
-					continue
-				}
-			}
 			h.eng[f.to].HandlePacket(h.now, f.port, f.b)
 		}
-		for i := range h.eng {
-			if !h.stalled(i) {
-				h.eng[i].Poll(h.now, em[i])
-			}
-		}
+		h.eng[0].Poll(h.now, em[0])
+		h.eng[1].Poll(h.now, em[1])
 	}
 }
-
-func (h *harness) stalled(i int) bool { return h.now < h.stallUntil[i] }
 
 func (h *harness) snap(i int) QPSnapshot {
 	var s QPSnapshot

@@ -134,13 +134,7 @@ type evEntry struct {
 	borrowed  bool    // active in a slot whose EV belonged to another group
 	byList    bool    // DENIED by the engine-wide denylist (deny.go)
 	byQP      bool    // DENIED by Deny/DenyPlane on this QP (or QPConfig.Deny)
-	// rtoBad: it is ASSUMED_BAD on an ACK timeout alone (no SACK-hole
-	// loss or ALWAYS_SKIP since; a lost probe does not clear it, as a
-	// stalled receiver loses probes too), from state preBad; a spurious
-	// timeout of a packet it carried puts it back (spurious.go).
-	rtoBad bool
-	preBad EVState
-	c      EVCounters
+	c         EVCounters
 }
 
 // evGroup is the EVs of a QP that share a plane and a T1 field, i.e. the
@@ -162,7 +156,6 @@ type evGroup struct {
 	// and probeMiss counts the probes sent since it was condemned, which
 	// stretch the gap (groupProbeGap).
 	dead      bool
-	rtoDead   bool // condemned on ACK timeouts alone (spurious.go)
 	deadAt    Time
 	probeAt   Time
 	probeMiss int
@@ -209,15 +202,6 @@ type txPkt struct {
 	tries  uint8 // retransmissions
 	tos    uint8 // ACK timeouts (the RTO backs off per timeout, not per retransmission)
 	flags  uint8
-	// The transmission whose ACK timer fired first (pktRTO): its
-	// timestamp, send time and EV, and tries at that moment. An
-	// acknowledgement that proves it arrived after all makes that
-	// timeout spurious (spurious.go).
-	rtoTS    uint16
-	rtoTries uint8
-	rtoTos   uint8 // tos before that timeout
-	rtoEV    int32
-	rtoSent  Time
 }
 
 const (
@@ -226,7 +210,6 @@ const (
 	pktQueued // in the retransmit queue
 	pktSent   // transmitted at least once
 	pktHeld   // refused as beyond the responder's window: resent once inside it
-	pktRTO    // its ACK timer fired and the timeout is not yet known to be real or spurious
 )
 
 // probeRec is an outstanding probe (PETH) waiting for its SACK pr=1.
@@ -277,13 +260,8 @@ type qp struct {
 	txSeq          uint32
 	srtt, rttvar   Time
 	rackSentAt     Time
-	// rtoFloor raises the adaptive RTO after a spurious timeout: the age
-	// at which the late original was acknowledged, set at rtoFloorAt and
-	// halved every rtoFloorDecay×rtoFloor since (spurious.go).
-	rtoFloor, rtoFloorAt Time
-	inRTO                bool // runTimers is applying a timeout (setState marks rtoBad)
-	noEVSince            Time
-	lastProgress         Time // latest new acknowledgement, or the start of the outstanding data
+	noEVSince      Time
+	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
 	// blockedSince is when a send attempt first found work queued, nothing
 	// outstanding and no way to send (no usable EV, a closed window, no
 	// port room); 0 once a packet goes out. RetryTimeout ends a QP blocked

@@ -26,12 +26,11 @@ func (q *qp) hasWork() bool {
 // slack: every timeout marks an EV ASSUMED_BAD, and on a steady path rttvar
 // decays toward zero, so srtt + 4·rttvar alone fires on a queueing blip; in
 // the fabric simulator's ECN balance scenario srtt + max(4·rttvar, srtt/2)
-// cost each flow ~4 % of the capacity (docs/engine.md). After a spurious
-// timeout the adaptive RTO is at least the decaying floor spuriousFloor.
+// cost each flow ~4 % of the capacity (docs/engine.md).
 func (q *qp) rto(tries uint8) Time {
 	base := q.cfg.AckTimeout
 	if q.srtt > 0 && !q.cfg.FixedRTO {
-		base = min(max(2*q.srtt+4*q.rttvar, q.cfg.MinRTO, q.spuriousFloor()), q.cfg.MaxRTO)
+		base = min(max(2*q.srtt+4*q.rttvar, q.cfg.MinRTO), q.cfg.MaxRTO)
 	}
 	if q.cfg.TimeoutMode == TimeoutExponential && tries > 0 {
 		ceil := max(q.cfg.MaxAckTimeout, base)
@@ -262,16 +261,7 @@ func (q *qp) runTimers(now Time) {
 		if pk.ev >= 0 {
 			q.evs[pk.ev].c.Timeouts++
 		}
-		if pk.flags&pktRTO == 0 {
-			// Remember the transmission that timed out, until an
-			// acknowledgement says whether it arrived (spurious.go).
-			pk.flags |= pktRTO
-			pk.rtoTS, pk.rtoTries, pk.rtoEV, pk.rtoSent = pk.ts, pk.tries, pk.ev, pk.sentAt
-			pk.rtoTos = pk.tos - 1
-		}
-		q.inRTO = true
 		q.pathFailedAt(pk.ev, pk.sentAt)
-		q.inRTO = false
 		if q.cfg.Transport.inOrder() {
 			q.goBack(q.sndUna)
 		} else {
@@ -311,9 +301,6 @@ func (q *qp) ackPkt(psn wire.PSN, rack *Time) int {
 	}
 	pk.flags |= pktAcked
 	q.stats.AckedBytes += uint64(pk.n)
-	if pk.flags&pktRTO != 0 {
-		q.ackedAfterRTO(pk)
-	}
 	if pk.flags&pktHeld != 0 {
 		pk.flags &^= pktHeld
 		q.nHeld--
@@ -346,9 +333,6 @@ func (q *qp) handleSACK(p *wire.Packet) {
 	var rack Time
 	newly := 0
 	cack := s.CackPSN
-	if !s.Probe {
-		q.triggerAfterRTO(cack.Add(int(s.AckPSNOffset)), s.TSEcho)
-	}
 	if cack.Diff(q.sndUna) >= -1 && cack.Before(q.sndNxt) {
 		for psn := q.sndUna; !psn.After(cack); psn = psn.Add(1) {
 			newly += q.ackPkt(psn, &rack)

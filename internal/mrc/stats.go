@@ -11,11 +11,8 @@ type EVCounters struct {
 	TrimsLastHop uint64 // NACK TRIMMED_LASTHOP
 	Losses       uint64 // untrimmed losses detected from SACK holes
 	Timeouts     uint64 // per-packet ACK timeouts
-	// SpuriousTimeouts counts the timeouts of packets carried on the EV
-	// whose timed-out transmission was acknowledged after all (spurious.go).
-	SpuriousTimeouts uint64
-	Probes           uint64 // probes sent on the EV
-	ProbesOK         uint64 // probes answered
+	Probes       uint64 // probes sent on the EV
+	ProbesOK     uint64 // probes answered
 	// Transitions[from][to] counts every state change.
 	Transitions [numEVStates][numEVStates]uint64
 }
@@ -32,18 +29,13 @@ type EVSnapshot struct {
 
 // QPCounters are the per-QP counters.
 type QPCounters struct {
-	TxData, TxRtx, TxBytes  uint64
-	TxSACK, TxNACK, TxProbe uint64
-	RxData, RxBytes, RxDup  uint64
-	RxOOO, RxTrimmed        uint64
-	RxSACK, RxNACK, RxProbe uint64
-	NACKsSent, NACKsRcvd    [256]uint64 // by reason
-	Timeouts, Losses        uint64
-	// SpuriousTimeouts counts ACK timeouts found spurious: the timed-out
-	// transmission arrived after all (a late acknowledgement, e.g. from a
-	// receiver that did not run for a while); their EV penalty was undone
-	// and the RTO raised (spurious.go, docs/engine.md).
-	SpuriousTimeouts         uint64
+	TxData, TxRtx, TxBytes   uint64
+	TxSACK, TxNACK, TxProbe  uint64
+	RxData, RxBytes, RxDup   uint64
+	RxOOO, RxTrimmed         uint64
+	RxSACK, RxNACK, RxProbe  uint64
+	NACKsSent, NACKsRcvd     [256]uint64 // by reason
+	Timeouts, Losses         uint64
 	Retries                  uint64
 	MsgsSent, MsgsReceived   uint64
 	ImmDelivered             uint64
