@@ -168,26 +168,11 @@ func (qp *QP) postRing(r *ring, wrs []SendWR) error {
 	d.sqmu.Lock()
 	defer d.sqmu.Unlock()
 	for i := range wrs {
-		s := r.app.SQReserve()
-		for s == nil {
-			// Full: hand the daemon what is there and wait for room.
-			if err := d.waitSQRoom(r); err != nil {
-				return err
-			}
-			s = r.app.SQReserve()
+		s, err := d.sqSlot(r)
+		if err != nil {
+			return err
 		}
-		w := &wrs[i]
-		var addr uint64
-		var lkey uint32
-		if w.Local != nil {
-			addr, lkey = w.Local.Addr+w.Offset, w.Local.LKey
-		}
-		flags := vproto.FlagSignaled
-		if w.Unsignaled {
-			flags = 0
-		}
-		wr := vproto.WR{ID: w.ID, QPN: qp.QPN, Op: w.Op, Flags: flags, LocalAddr: addr, LKey: lkey,
-			Len: w.Len, RemoteAddr: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm}
+		wr := qp.wireWR(&wrs[i])
 		wr.Put(s)
 		r.app.SQCommit()
 	}
@@ -195,17 +180,42 @@ func (qp *QP) postRing(r *ring, wrs []SendWR) error {
 	return nil
 }
 
+// sqSlot reserves the next SQ slot; while the SQ is full it hands the
+// daemon what is there and waits for room. Called with sqmu held.
+func (d *Device) sqSlot(r *ring) ([]byte, error) {
+	for {
+		if s := r.app.SQReserve(); s != nil {
+			return s, nil
+		}
+		if err := d.waitSQRoom(r); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wireWR is a checked work request as the daemon reads it (vproto.WR).
+func (qp *QP) wireWR(w *SendWR) vproto.WR {
+	var addr uint64
+	var lkey uint32
+	if w.Local != nil {
+		addr, lkey = w.Local.Addr+w.Offset, w.Local.LKey
+	}
+	flags := vproto.FlagSignaled
+	if w.Unsignaled {
+		flags = 0
+	}
+	return vproto.WR{ID: w.ID, QPN: qp.QPN, Op: w.Op, Flags: flags, LocalAddr: addr, LKey: lkey,
+		Len: w.Len, RemoteAddr: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm}
+}
+
 // postRawRing is PostRaw on the ring.
 func (d *Device) postRawRing(r *ring, wrs []vproto.WR) error {
 	d.sqmu.Lock()
 	defer d.sqmu.Unlock()
 	for i := range wrs {
-		s := r.app.SQReserve()
-		for s == nil {
-			if err := d.waitSQRoom(r); err != nil {
-				return err
-			}
-			s = r.app.SQReserve()
+		s, err := d.sqSlot(r)
+		if err != nil {
+			return err
 		}
 		wrs[i].Put(s)
 		r.app.SQCommit()

@@ -558,17 +558,7 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 		if err := checkWR(w); err != nil {
 			return err
 		}
-		var addr uint64
-		var lkey uint32
-		if w.Local != nil {
-			addr, lkey = w.Local.Addr+w.Offset, w.Local.LKey
-		}
-		flags := vproto.FlagSignaled
-		if w.Unsignaled {
-			flags = 0
-		}
-		wr := vproto.WR{ID: w.ID, QPN: qp.QPN, Op: w.Op, Flags: flags, LocalAddr: addr, LKey: lkey,
-			Len: w.Len, RemoteAddr: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm}
+		wr := qp.wireWR(w)
 		var e [vproto.WRLen]byte
 		wr.Put(e[:])
 		b = append(b, e[:]...)
