@@ -62,6 +62,15 @@ type Config struct {
 	// MinCNPInterval is the NP's least time between two CNPs of one QP
 	// (min_time_between_cnps, 4 µs), in ns.
 	MinCNPInterval int64
+	// TargetOnTimerIncrease is mlx5's default target rule
+	// (rp_clamp_tgt_rate 0, rp_clamp_tgt_rate_ati 1): a cut sets RT ← RC
+	// only when the increase timer fired since the previous cut, so a burst
+	// of CNPs closer together than TimeReset cuts RC again and again but
+	// leaves RT at the rate before the burst, and fast recovery returns to
+	// it. false is the paper's rule, RT ← RC on every cut (mlx5's
+	// rp_clamp_tgt_rate 1), which the RoCE baseline uses: docs/roce.md says
+	// why and what mlx5's rule does on S7.
+	TargetOnTimerIncrease bool
 }
 
 // Defaults are the mlx5 defaults, LineRate left for the caller.
@@ -262,11 +271,15 @@ func (r *RP) OnCNP(now int64) {
 
 // cut is the rate decrease (paper eq. 1, with mlx5's rpg_gd and
 // rpg_min_dec_fac): RT ← RC; RC ← RC·max(1 − α·1024/2^GD, MinDecFac%).
-// The increase state restarts.
+// With TargetOnTimerIncrease, RT ← RC only after a timer increase since
+// the last cut (before the first cut RT = RC anyway). The increase state
+// restarts.
 func (r *RP) cut(now int64) {
 	f := 1 - r.alpha*1024/float64(int64(1)<<r.c.GD)
 	f = max(f, float64(r.c.MinDecFac)/100)
-	r.rt = r.rc
+	if !r.c.TargetOnTimerIncrease || r.tStage > 0 || !r.everCut {
+		r.rt = r.rc
+	}
 	r.rc = max(r.rc*f, r.c.MinRate)
 	r.lastCut, r.everCut, r.cutPending = now, true, false
 	r.incAt = now + r.c.TimeReset

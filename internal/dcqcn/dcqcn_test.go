@@ -169,3 +169,58 @@ func TestScaled(t *testing.T) {
 		t.Fatalf("Scaled(0) = %+v, want the defaults", c)
 	}
 }
+
+// TestRPTargetOnTimerIncrease: mlx5's target rule (rp_clamp_tgt_rate 0,
+// rp_clamp_tgt_rate_ati 1) against the paper's, on one scripted CNP
+// sequence at the mlx5 defaults on a 10 Gb/s line. A cut moves RT to RC
+// only when the increase timer fired since the previous cut: the merged
+// cut at 14 µs (no timer since the cut at 10 µs) leaves RT at the line
+// rate, the cut at 400 µs (after the timer's fast recovery at 314 µs)
+// moves it, the merged cut at 404 µs does not. The expected values come
+// from a separate few-line script of the equations (as TestRPRateTable's).
+func TestRPTargetOnTimerIncrease(t *testing.T) {
+	type step struct {
+		what   string
+		at     int64 // µs
+		cnp    bool
+		rc, rt float64
+	}
+	for _, tc := range []struct {
+		name  string
+		mlx5  bool
+		steps []step
+	}{
+		{"mlx5: RT only after a timer increase", true, []step{
+			{what: "first CNP", at: 10, cnp: true, rc: 5243495027.768169, rt: 10e9},
+			{what: "second CNP, merged", at: 12, cnp: true, rc: 5243495027.768169, rt: 10e9},
+			{what: "merged cut, no timer since: RT kept", at: 14, rc: 2772426827.5474067, rt: 10e9},
+			{what: "timer: fast recovery towards the kept RT", at: 314, rc: 6386213413.773704, rt: 10e9},
+			{what: "cut after a timer increase: RT ← RC", at: 400, cnp: true, rc: 5931268239.69689, rt: 6386213413.773704},
+			{what: "CNP inside the monitor period", at: 402, cnp: true, rc: 5931268239.69689, rt: 6386213413.773704},
+			{what: "merged cut: RT kept", at: 404, rc: 5488245661.139657, rt: 6386213413.773704},
+			{what: "timer: fast recovery", at: 704, rc: 5937229537.45668, rt: 6386213413.773704},
+		}},
+		{"paper: RT on every cut", false, []step{
+			{what: "first CNP", at: 10, cnp: true, rc: 5243495027.768169, rt: 10e9},
+			{what: "second CNP, merged", at: 12, cnp: true, rc: 5243495027.768169, rt: 10e9},
+			{what: "merged cut: RT ← RC", at: 14, rc: 2772426827.5474067, rt: 5243495027.768169},
+			{what: "timer: fast recovery", at: 314, rc: 4007960927.6577883, rt: 5243495027.768169},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp, err := NewRP(Config{LineRate: 10e9, TargetOnTimerIncrease: tc.mlx5}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.steps {
+				now := s.at * us
+				if s.cnp {
+					rp.OnCNP(now)
+				}
+				if rc, rt := rp.Rate(now), rp.Target(now); !near(rc, s.rc) || !near(rt, s.rt) {
+					t.Fatalf("%s (t=%d µs): RC %.6f RT %.6f; want RC %.6f RT %.6f", s.what, s.at, rc, rt, s.rc, s.rt)
+				}
+			}
+		})
+	}
+}
