@@ -199,6 +199,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				switch {
 				case r.Reported:
 					mark = "rep "
+				case r.NotApplicable:
+					mark = "n/a "
+				case r.Condition && r.Pass:
+					mark = "if+ "
+				case r.Condition:
+					mark = "if- "
 				case !r.Pass:
 					mark = "FAIL"
 				}

@@ -222,6 +222,7 @@ func Run(ctx context.Context, s *scenario.Scenario, o Options) *Outcome {
 	}
 	if out.Err == nil {
 		out.Results = append(out.Results, verdict.CheckValues(s, data{o: out})...)
+		verdict.ApplyGiven(out.Results)
 	}
 	out.Took = time.Since(start)
 	out.LoadAfter = loadAvg()

@@ -42,6 +42,7 @@ func runVariants(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		}
 	}
 	out.Results = append(out.Results, verdict.CheckValues(s, data{o: out})...)
+	verdict.ApplyGiven(out.Results)
 }
 
 func joinErr(a, b error) error {

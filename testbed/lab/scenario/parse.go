@@ -42,7 +42,7 @@ var (
 	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
 	faultFields   = []string{"at", "before_traffic", "target", "op"}
 	randomFields  = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
-	expectFields  = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault", "value", "of", "values", "variant", "report"}
+	expectFields  = []string{"claim", "metric", "series", "window", "baseline", "at", "level", "want", "tolerance", "min", "max", "stat", "after_fault", "value", "of", "values", "variant", "report", "condition", "given", "given_not"}
 	// Tools are the traffic generators a flow may name.
 	Tools = append([]string{"mrc-write-bw"}, Collectives...)
 	// TargetClasses are what random_faults.targets may name besides
@@ -576,6 +576,14 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 			e.Variant, err = p.Str(v, path)
 		case "report":
 			e.Report, err = p.Bool(v, path)
+		case "condition":
+			e.Condition, err = p.Bool(v, path)
+		case "given", "given_not":
+			if e.Given != "" {
+				return p.Err(v, path, "one of given and given_not", "a claim has one condition")
+			}
+			e.Given, err = p.Str(v, path)
+			e.GivenNot = k == "given_not"
 		}
 		return err
 	})
@@ -705,6 +713,9 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		}
 		if e.Variant != "" && s.Variant(e.Variant) == nil {
 			return bad(e.Line, field+".variant", "the name of a variant: "+variantNames(s), "no variant %q", e.Variant)
+		}
+		if err := givenValid(s, e); err != "" {
+			return bad(e.Line, field, "given or given_not: the claim text of a condition (condition: true) of a run, on a claim comparing values (metric value or jain)", "%s", err)
 		}
 		names := e.Values
 		if e.Metric == MetricValue {
@@ -1015,4 +1026,33 @@ func (p *parser) window(n *yaml.Node, field string) (Window, error) {
 		return Window{}, p.Err(n, field, allowed, "bad window %q", s)
 	}
 	return Window{From: from, To: to}, nil
+}
+
+// givenValid checks a claim's condition fields: a condition is a bounded
+// claim of one run, and given names one from a cross-run claim. It
+// returns what is wrong, or "".
+func givenValid(s *Scenario, e Expect) string {
+	switch {
+	case e.Condition && e.Report:
+		return "a condition needs a bound, not report: true"
+	case e.Condition && e.CrossRun():
+		return "a condition is a claim of one run (a series metric or tool_errors), not metric " + e.Metric
+	case e.Condition && e.Given != "":
+		return "a condition has no condition of its own"
+	case e.Given == "":
+		return ""
+	case !e.CrossRun():
+		return "given on metric " + e.Metric + ": only claims comparing values take a condition"
+	case e.Report:
+		return "a report-only claim is never judged, so it takes no condition"
+	}
+	for _, c := range s.Expect {
+		if c.Claim == e.Given {
+			if !c.Condition {
+				return fmt.Sprintf("claim %q is not a condition (condition: true)", e.Given)
+			}
+			return ""
+		}
+	}
+	return fmt.Sprintf("no claim %q", e.Given)
 }

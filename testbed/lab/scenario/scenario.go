@@ -310,6 +310,18 @@ type Expect struct {
 	// toward the run's pass or fail. It takes no bound (S8's RoCE numbers,
 	// which the issue asks to report, not to assert).
 	Report bool
+	// Condition makes the claim a condition of others: bounded and
+	// measured like any claim of its run, shown HOLDS or DOES NOT HOLD,
+	// never counted toward the run's pass or fail. Cross-run claims name
+	// it with given or given_not (S7: whether RoCE's pinned ring flows
+	// collided on a T0 uplink, which depends on the hash of their QPNs).
+	Condition bool
+	// Given is the claim text of a condition: this cross-run claim is
+	// judged only when the condition held (with GivenNot: when it did
+	// not); otherwise it is N/A and does not count. A condition that could
+	// not be measured leaves the claim not measured, which fails.
+	Given    string
+	GivenNot bool
 	// Index is the expectation's place in the file's expect list (in
 	// errors about a variant's run, whose list holds only its own).
 	Index int
@@ -330,6 +342,16 @@ func (e *Expect) Bounds() string {
 	if e.Report {
 		return "reported, not judged"
 	}
+	switch {
+	case e.Given != "" && e.GivenNot:
+		return e.bounds() + "; judged only when its condition does not hold"
+	case e.Given != "":
+		return e.bounds() + "; judged only when its condition holds"
+	}
+	return e.bounds()
+}
+
+func (e *Expect) bounds() string {
 	var s []string
 	if e.Want != nil {
 		tol := 0.0

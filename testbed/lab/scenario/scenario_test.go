@@ -444,3 +444,31 @@ func TestParseReportAndRate(t *testing.T) {
 		t.Errorf("a bounded claim: %+v, bounds %q", s.Expect[0], s.Expect[0].Bounds())
 	}
 }
+
+// TestGivenErrors: a claim's condition (S7's collision) must name a
+// condition claim of one run, from a claim comparing values.
+func TestGivenErrors(t *testing.T) {
+	cond := "  - {claim: collided, metric: imbalance, series: \"uplinks:p0-t0-1\", variant: roce16, min: 1.3, condition: true}\n"
+	for _, c := range []struct{ name, add, want string }{
+		{"ok", cond + "  - {claim: below, metric: value, value: roce16.ar.busbw, of: mrc.ar.busbw, max: 0.6, given: collided}\n", ""},
+		{"no such claim", cond + "  - {claim: below, metric: value, value: roce16.ar.busbw, max: 60, given: collision}\n", `no claim "collision"`},
+		{"not a condition", "  - {claim: below, metric: value, value: roce16.ar.busbw, max: 60, given: runs}\n", `claim "runs" is not a condition (condition: true)`},
+		{"given on a run's claim", cond + "  - {claim: x, metric: tool_errors, variant: mrc, max: 0, given: collided}\n", "given on metric tool_errors: only claims comparing values take a condition"},
+		{"condition without a bound", "  - {claim: c, metric: imbalance, series: \"uplinks:p0-t0-1\", variant: mrc, report: true, condition: true}\n", "a condition needs a bound, not report: true"},
+		{"both", cond + "  - {claim: b, metric: value, value: roce16.ar.busbw, max: 60, given: collided, given_not: collided}\n", "a claim has one condition"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := ParseWith("dir/v.yaml", []byte(variantsFile+c.add), readTopo)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.want == "":
+				if e := s.Expect[len(s.Expect)-1]; e.Given != "collided" || e.GivenNot {
+					t.Fatalf("given %q (not %v), want collided", e.Given, e.GivenNot)
+				}
+			case err == nil || !strings.Contains(err.Error(), c.want):
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ var keyUnit = map[string]string{"rate": "Mbit/s", "busbw": "Mbit/s", "algbw": "M
 
 // CheckValue evaluates one value or jain expectation.
 func CheckValue(s *scenario.Scenario, e scenario.Expect, v Values) Result {
-	r := Result{Claim: e.Claim, Metric: e.Metric, Bounds: e.Bounds(), Measured: math.NaN(), Reported: e.Report}
+	r := Result{Claim: e.Claim, Metric: e.Metric, Bounds: e.Bounds(), Measured: math.NaN(), Reported: e.Report, Given: e.Given, GivenNot: e.GivenNot}
 	get := func(name string) (float64, string, string, error) {
 		full, _, key, err := s.ResolveValue(e.Variant, name)
 		if err != nil {

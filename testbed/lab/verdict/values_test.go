@@ -223,3 +223,59 @@ func TestReportOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyGiven: S7's RoCE 1 QP claims, judged by whether the run's ring
+// flows collided on a T0 uplink (a condition computed from the port
+// series): with a collision "≤ 0.6 × MRC" is judged (and FAILS when RoCE
+// is not below), without one "> 0.6" is judged instead, the other is N/A
+// and neither the condition nor an N/A claim counts.
+func TestApplyGiven(t *testing.T) {
+	s, err := scenario.Parse("s7.yaml", []byte(`name: s7
+topology: {preset: clos-2p}
+traffic:
+  - {name: ar, tool: mrc-allreduce-perf, hosts: [h0, h2, h1, h3], size: 2MiB}
+variants:
+  - {name: mrc}
+  - {name: roce, transport: roce}
+expect:
+  - {claim: collided, variant: roce, metric: imbalance, series: "uplinks:t0", min: 1.3, condition: true}
+  - {claim: below, metric: value, value: roce.ar.busbw, of: mrc.ar.busbw, max: 0.6, given: collided}
+  - {claim: not below, metric: value, value: roce.ar.busbw, of: mrc.ar.busbw, min: 0.6, given_not: collided}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce := s.Expect[0]
+	groups := map[string][][]string{"uplinks:t0": {{"u0", "u1"}}}
+	for _, c := range []struct {
+		name      string
+		u0, u1    float64 // the uplinks' rates: the condition
+		roce      float64 // RoCE's busbw (MRC's is 60)
+		verdicts  [3]string
+		countFail bool // a counted claim failed
+	}{
+		{"collision, RoCE half", 80e6, 0, 30, [3]string{"HOLDS", "PASS", "N/A"}, false},
+		{"collision, RoCE not below: fails", 80e6, 0, 50, [3]string{"HOLDS", "FAIL", "N/A"}, true},
+		{"no collision, RoCE near MRC", 40e6, 40e6, 50, [3]string{"DOES NOT HOLD", "N/A", "PASS"}, false},
+		{"no collision, RoCE half anyway: fails", 40e6, 40e6, 30, [3]string{"DOES NOT HOLD", "N/A", "FAIL"}, true},
+		{"condition not measured", 0, 0, 30, [3]string{"DOES NOT HOLD", "FAIL", "FAIL"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := grouped{fake{s: map[string]series.Series{"u0": flat("u0", c.u0), "u1": flat("u1", c.u1)}}, groups}
+			cr := Check(ce, d)
+			cr.Claim = "roce: " + cr.Claim // as runVariants prefixes a variant's claims
+			rs := append([]Result{cr}, CheckValues(s, values{"roce.ar.busbw": c.roce, "mrc.ar.busbw": 60})...)
+			ApplyGiven(rs)
+			failed := false
+			for i, r := range rs {
+				if r.Verdict() != c.verdicts[i] {
+					t.Errorf("%s: %s (%s), want %s", r.Claim, r.Verdict(), r.Detail, c.verdicts[i])
+				}
+				failed = failed || (r.Counts() && !r.Pass)
+			}
+			if failed != c.countFail {
+				t.Errorf("a counted claim failed: %v, want %v", failed, c.countFail)
+			}
+		})
+	}
+}

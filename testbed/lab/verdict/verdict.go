@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,15 @@ type Result struct {
 	// Reported: a report-only claim (scenario.Expect.Report), shown with
 	// its value and never judged; Pass is then false and means nothing.
 	Reported bool
+	// Condition: a condition of other claims (scenario.Expect.Condition),
+	// judged against its bound (Pass: it holds) but never counted.
+	Condition bool
+	// Given and GivenNot are the claim's condition (scenario.Expect);
+	// NotApplicable is set by ApplyGiven when the condition went the
+	// other way: the claim was not judged and does not count.
+	Given         string
+	GivenNot      bool
+	NotApplicable bool
 	// Detail says how Measured was computed (windows, reference, levels).
 	Detail string
 }
@@ -59,6 +69,12 @@ func (r Result) Verdict() string {
 	switch {
 	case r.Reported:
 		return "REPORTED"
+	case r.NotApplicable:
+		return "N/A"
+	case r.Condition && r.Pass:
+		return "HOLDS"
+	case r.Condition:
+		return "DOES NOT HOLD"
 	case r.Pass:
 		return "PASS"
 	}
@@ -66,7 +82,43 @@ func (r Result) Verdict() string {
 }
 
 // Counts says whether the result decides its run's pass or fail.
-func (r Result) Counts() bool { return !r.Reported }
+func (r Result) Counts() bool { return !r.Reported && !r.Condition && !r.NotApplicable }
+
+// ApplyGiven judges the claims that have a condition (Result.Given) by
+// the condition's result among rs (a per-run claim, its text prefixed
+// with its variant in a scenario with variants): when the condition went
+// the other way the claim is N/A; when it was not measured, so is the
+// claim (and it fails). Call it once every result of a scenario is in.
+func ApplyGiven(rs []Result) {
+	for i := range rs {
+		r := &rs[i]
+		if r.Given == "" {
+			continue
+		}
+		var cond *Result
+		for j := range rs {
+			c := &rs[j]
+			if c.Condition && (c.Claim == r.Given || strings.HasSuffix(c.Claim, ": "+r.Given)) {
+				cond = c
+				break
+			}
+		}
+		switch {
+		case cond == nil || math.IsNaN(cond.Measured):
+			r.Pass = false
+			r.Detail = fmt.Sprintf("not measured: its condition «%s» was not measured (its run failed); %s", r.Given, r.Detail)
+		case cond.Pass == r.GivenNot:
+			r.NotApplicable, r.Pass = true, false
+			r.Detail = fmt.Sprintf("not judged: its condition «%s» %s in this run (%s %s %s); %s",
+				r.Given, map[bool]string{true: "held", false: "did not hold"}[cond.Pass], cond.Claim, value(cond.Measured), cond.Bounds, r.Detail)
+		default:
+			r.Detail = fmt.Sprintf("judged: its condition «%s» %s (%s %s); %s",
+				r.Given, map[bool]string{true: "held", false: "did not hold"}[cond.Pass], value(cond.Measured), cond.Bounds, r.Detail)
+		}
+	}
+}
+
+func value(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
 
 // LowBaseline is the share of the emulated capacity below which a ratio's
 // baseline is flagged as not capacity-bound.
@@ -78,7 +130,7 @@ const Smoothing = 3
 
 // Check evaluates one expectation.
 func Check(e scenario.Expect, d Data) Result {
-	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio", Reported: e.Report}
+	r := Result{Claim: e.Claim, Metric: e.Metric, Series: e.Series, Bounds: e.Bounds(), Measured: math.NaN(), Unit: "ratio", Reported: e.Report, Condition: e.Condition}
 	var err error
 	if e.AfterFault != nil {
 		sent, ft, next, ok := d.FaultTime(*e.AfterFault)
