@@ -24,16 +24,18 @@ import (
 // variant counted 355 trims, 139 NAKs and 7 ACK timeouts of 4.295 s.
 // mlx5's target rule (dcqcn.Config.TargetOnTimerIncrease) keeps the rate
 // higher through a burst of CNPs and loses more, which is why the
-// baseline keeps the paper's (docs/roce.md).
+// baseline keeps the paper's (docs/roce.md). Twice the buffer and
+// thresholds (256 KiB, trims from 128 KiB) still time out.
 func TestScenarioS7RoCERing(t *testing.T) {
 	type result struct{ trims, timeouts uint64 }
-	run := func(nq int, mlx5 bool) result {
+	// buf scales the port model's thresholds and buffer (1: S7's).
+	run := func(nq int, mlx5 bool, buf int) result {
 		const seed = 101
 		sc := fabricsim.DefaultConfig()
 		sc.Mode = fabricsim.ModeECMP
 		sc.Planes, sc.T0s, sc.T1s, sc.HostsPerT0 = 1, 2, 2, 2
 		port := fabricsim.LinkConfig{XDP: true, RateBps: 80e6, Delay: 8_000, Jitter: 500_000,
-			ECNBytes: 16 << 10, TrimBytes: 64 << 10, BufferBytes: 128 << 10, HostECN: true}
+			ECNBytes: buf * 16 << 10, TrimBytes: buf * 64 << 10, BufferBytes: buf * 128 << 10, HostECN: true}
 		sc.Host, sc.Fabric = port, port
 		sc.Host.Delay = 2_500_000
 		sc.Seed = seed
@@ -60,17 +62,20 @@ func TestScenarioS7RoCERing(t *testing.T) {
 			r.timeouts += fl.Snapshot().Counters.Timeouts
 			r.trims += fl.RecvSnapshot().RoCE.TrimDropped
 		}
-		t.Logf("%2d QPs per hop, mlx5 target rule %v: ring done at %.2f s (%.1f Mbit/s per hop), %d trims taken as losses, %d ACK timeouts",
-			nq, mlx5, float64(end)/1e9, float64(4<<20)*8/(float64(end)/1e9)/1e6, r.trims, r.timeouts)
+		t.Logf("%2d QPs per hop, mlx5 target rule %v, buffers ×%d: ring done at %.2f s (%.1f Mbit/s per hop), %d trims taken as losses, %d ACK timeouts",
+			nq, mlx5, buf, float64(end)/1e9, float64(4<<20)*8/(float64(end)/1e9)/1e6, r.trims, r.timeouts)
 		return r
 	}
-	paper1, paper16 := run(1, false), run(16, false)
-	mlx16 := run(16, true)
+	paper1, paper16 := run(1, false, 1), run(16, false, 1)
+	mlx16, deep16 := run(16, true, 1), run(16, false, 2)
 	if paper16.trims <= paper1.trims || paper16.timeouts == 0 {
 		t.Errorf("16 QPs per hop: %d trims and %d timeouts, 1 QP: %d trims; want more trims with 16 QPs and at least one ACK timeout (the testbed's finding)",
 			paper16.trims, paper16.timeouts, paper1.trims)
 	}
 	if mlx16.trims <= paper16.trims {
 		t.Errorf("16 QPs: mlx5's target rule %d trims, the paper's %d; want more with mlx5's (docs/roce.md)", mlx16.trims, paper16.trims)
+	}
+	if deep16.timeouts == 0 {
+		t.Errorf("16 QPs with twice the buffer and thresholds: no ACK timeout; docs/roce.md says deeper buffers do not remove them")
 	}
 }
