@@ -138,3 +138,62 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLineRate: with SetRate the line is a wire of that rate. 1000-byte
+// frames at 8 Mbit/s take 1 ms each; five put in at once (an engine's
+// burst) or come due while the consumer was descheduled leave 1 ms apart,
+// after the forgiven lateness (burst) is spent. Without a rate, the same
+// script releases all five at once: the burst that made the switches
+// behind S7's delayed host links mark and trim (docs/roce.md).
+func TestLineRate(t *testing.T) {
+	ms := int64(time.Millisecond)
+	frame := strings.Repeat("x", 1000)
+	for _, tc := range []struct {
+		name    string
+		bps     float64
+		burst   time.Duration
+		putAt   []int64 // five frames, put at these times
+		polls   []int64 // the consumer's wake-ups
+		want    []int   // frames released at each
+		useDue  bool    // Due + Pop instead of Release
+		nextDue int64   // Next() after the last poll (0: none held)
+	}{
+		{name: "no rate: a burst leaves at once", putAt: []int64{0, 0, 0, 0, 0}, polls: []int64{10 * ms}, want: []int{5}},
+		{name: "paced: a burst put in at once leaves at the rate", bps: 8e6, putAt: []int64{0, 0, 0, 0, 0},
+			polls: []int64{10 * ms, 10*ms + 500_000, 11 * ms, 12 * ms, 13 * ms, 14 * ms}, want: []int{1, 0, 1, 1, 1, 1}},
+		{name: "paced: a late consumer catches up by burst, then at the rate", bps: 8e6, burst: 2 * time.Millisecond,
+			putAt: []int64{0, 1 * ms, 2 * ms, 3 * ms, 4 * ms}, polls: []int64{20 * ms, 21 * ms, 22 * ms}, want: []int{3, 1, 1}},
+		{name: "paced with Due and Pop", bps: 8e6, burst: 2 * time.Millisecond, useDue: true,
+			putAt: []int64{0, 1 * ms, 2 * ms, 3 * ms, 4 * ms}, polls: []int64{20 * ms, 21 * ms}, want: []int{3, 1}, nextDue: 22 * ms},
+		{name: "paced: frames already spaced at the rate are not delayed", bps: 8e6,
+			putAt: []int64{0, 1 * ms, 2 * ms, 3 * ms, 4 * ms}, polls: []int64{10 * ms, 11 * ms, 12 * ms, 13 * ms, 14 * ms}, want: []int{1, 1, 1, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(10*time.Millisecond, 8, 1500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetRate(tc.bps, tc.burst)
+			for _, at := range tc.putAt {
+				if !l.Put(at, []byte(frame)) {
+					t.Fatal("put refused")
+				}
+			}
+			for j, now := range tc.polls {
+				var got int
+				if tc.useDue {
+					got = len(l.Due(now, 10, nil))
+					l.Pop(got)
+				} else {
+					got = l.Release(now, 10, func([]byte) {})
+				}
+				if got != tc.want[j] {
+					t.Fatalf("poll at %v: released %d, want %d", time.Duration(now), got, tc.want[j])
+				}
+			}
+			if next, ok := l.Next(); tc.nextDue != 0 && (!ok || next != tc.nextDue) {
+				t.Fatalf("Next() = %v, %v; want %v", time.Duration(next), ok, time.Duration(tc.nextDue))
+			}
+		})
+	}
+}
