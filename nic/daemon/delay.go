@@ -73,14 +73,6 @@ func newDelayPort(p xsk.Port, cp config.Port, now func() int64) (*delayPort, err
 	if err != nil {
 		return nil, err
 	}
-	if cp.PacingBps > 0 {
-		// The transmit line is the port's wire: it must not release
-		// faster than the port's rate when the loop wakes late or the
-		// engine put its pacer's burst in at once (nic/delayline
-		// SetRate). Two full frames of lateness are forgiven.
-		bps := float64(cp.PacingBps)
-		tx.SetRate(bps, time.Duration(float64(2*frame*8)/bps*1e9))
-	}
 	d := &delayPort{Port: p, tx: tx, rx: rx, now: now, batch: make([][]byte, 0, txBatch), one: [][]byte{make([]byte, frame)}, frame: frame}
 	d.fill = func(f []byte) { d.rx.Put(d.putNow, f) }
 	return d, nil

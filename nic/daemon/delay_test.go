@@ -119,34 +119,3 @@ func TestDelayPort(t *testing.T) {
 		}
 	}
 }
-
-// TestDelayPortPaced: a paced port's transmit line is a wire of the port's
-// rate: five 1000-byte frames sent at once (the engine's pacer burst) reach
-// the far end 1 ms apart at 8 Mbit/s after the delay, not together (they
-// did before the line knew the rate: S7's switches marked and trimmed
-// those bursts), apart from the two frames of wake-up slack forgiven.
-func TestDelayPortPaced(t *testing.T) {
-	const delay = 5 * time.Millisecond
-	a, b := xsk.NewPipe("a", "b", 64)
-	now := int64(0)
-	dp, err := newDelayPort(a, config.Port{Name: "p0", Delay: delay, PacingBps: 8_000_000}, func() int64 { return now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	frame := []byte(strings.Repeat("x", 1000))
-	if _, err := dp.Send([][]byte{frame, frame, frame, frame, frame}); err != nil {
-		t.Fatal(err)
-	}
-	got := 0
-	for _, s := range []struct {
-		at   time.Duration
-		want int // frames at the far end by then
-	}{{delay, 1}, {delay + 500*time.Microsecond, 1}, {delay + time.Millisecond, 2}, {delay + 2*time.Millisecond, 3}, {delay + 4*time.Millisecond, 5}} {
-		now = int64(s.at)
-		_, _ = dp.RecvFunc(64, func([]byte) {})
-		_, _ = b.RecvFunc(64, func([]byte) { got++ })
-		if got != s.want {
-			t.Fatalf("at %v the far end has %d frames, want %d", s.at, got, s.want)
-		}
-	}
-}

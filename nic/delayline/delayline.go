@@ -8,7 +8,7 @@
 // frame, and never blocks. A frame that finds the pool full is dropped and
 // counted, as a wire whose far end cannot keep up loses it. Frames leave in
 // the order they came, each Delay after it was put in (or later, if the
-// consumer is late), and with SetRate no faster than the wire's rate.
+// consumer is late).
 //
 // The package is pure: every call takes the time (ns on any monotonic
 // clock), so tests script it.
@@ -37,43 +37,6 @@ type Line struct {
 	head  int      // oldest held
 	n     int      // held
 	c     Counters
-	// With SetRate: the wire's rate in bits per ns, the lateness it
-	// forgives, and when it is free for the next frame.
-	rate  float64
-	burst int64
-	next  int64
-	// dueNow is the time of the last Due, for Pop.
-	dueNow int64
-}
-
-// SetRate makes the line's far end a wire of bps bits per second: frames
-// leave no closer together than they serialize at that rate. Without it a
-// consumer that runs late (a soft NIC descheduled for a few ms, or an
-// engine that put a burst ahead of its pacer in at once) releases every
-// frame that came due meanwhile at once, and the switch behind the wire
-// sees a burst faster than the link: a queue, ECN marks and trims that no
-// real wire would cause. burst is the lateness forgiven (the consumer's
-// wake-up slack): a late consumer may release that much line time at once
-// to catch up; beyond it, the backlog drains at the rate, as a NIC's
-// queue does. bps 0 turns pacing off.
-func (l *Line) SetRate(bps float64, burst time.Duration) {
-	l.rate, l.burst = bps/1e9, int64(max(burst, 0))
-}
-
-// ready is when slot i may leave after a wire free at t; wire is when the
-// wire is free again if it leaves at now.
-func (l *Line) ready(i int, t int64) int64 {
-	if l.rate <= 0 {
-		return l.at[i]
-	}
-	return max(l.at[i], t)
-}
-
-func (l *Line) wire(i int, ready, now int64) int64 {
-	if l.rate <= 0 {
-		return 0
-	}
-	return max(ready, now-l.burst) + int64(float64(len(l.bufs[i])*8)/l.rate)
 }
 
 // New returns a line that holds frames for delay, with a pool of capacity
@@ -124,15 +87,11 @@ func (l *Line) Put(now int64, frame []byte) bool {
 // transmit ring), then Pop takes the ones it accepted. The slices alias
 // the pool and stay valid until Pop.
 func (l *Line) Due(now int64, max int, dst [][]byte) [][]byte {
-	l.dueNow = now
-	t := l.next
 	for k := 0; k < l.n && k < max; k++ {
 		i := (l.head + k) % len(l.bufs)
-		r := l.ready(i, t)
-		if r > now {
+		if l.at[i] > now {
 			break
 		}
-		t = l.wire(i, r, now)
 		dst = append(dst, l.bufs[i])
 	}
 	return dst
@@ -141,10 +100,6 @@ func (l *Line) Due(now int64, max int, dst [][]byte) [][]byte {
 // Pop takes the k oldest frames out (k ≤ what Due returned).
 func (l *Line) Pop(k int) {
 	k = min(k, l.n)
-	for j := 0; j < k && l.rate > 0; j++ {
-		i := (l.head + j) % len(l.bufs)
-		l.next = l.wire(i, l.ready(i, l.next), l.dueNow)
-	}
 	l.head = (l.head + k) % len(l.bufs)
 	l.n -= k
 	l.c.Out += uint64(k)
@@ -156,12 +111,8 @@ func (l *Line) Pop(k int) {
 func (l *Line) Release(now int64, max int, fn func(frame []byte)) int {
 	k := 0
 	for ; k < max && l.n > 0; k++ {
-		r := l.ready(l.head, l.next)
-		if r > now {
+		if l.at[l.head] > now {
 			break
-		}
-		if l.rate > 0 {
-			l.next = l.wire(l.head, r, now)
 		}
 		fn(l.bufs[l.head])
 		l.head = (l.head + 1) % len(l.bufs)
@@ -177,7 +128,7 @@ func (l *Line) Next() (int64, bool) {
 	if l.n == 0 {
 		return 0, false
 	}
-	return l.ready(l.head, l.next), true
+	return l.at[l.head], true
 }
 
 // Len is the number of frames held.
