@@ -20,6 +20,16 @@ type Options struct {
 	// the cost of a CPU for the budget. Only with the ring (the socket
 	// path always sleeps).
 	Spin time.Duration
+	// HeldWait is how long, after the spin, WaitCQ sleeps on the
+	// completion ring without handing its P back to the Go scheduler
+	// (shmring.WaitHeld), at most shmring.MaxHeldWait; after that it
+	// sleeps as an ordinary blocking system call. 0 never holds the P.
+	// Holding it saves the runtime's monitor thread taking the P away
+	// and waking another OS thread during every wait longer than 20 µs
+	// (with GOMAXPROCS=1, as the perftest-like tools run, that was two
+	// to three more thread wake-ups per completion: docs/nic.md, The
+	// latency path). Only with the ring.
+	HeldWait time.Duration
 	// NoRing keeps the session on the device socket: posts are messages
 	// and completions come back as messages (the path of daemons older
 	// than the rings, which the library falls back to by itself).
@@ -33,18 +43,31 @@ type Options struct {
 // pay there, because the spinner takes the CPU the daemon needs.
 const DefaultSpin = 0
 
-// DefaultOptions are Open's: DefaultSpin and the shared-memory rings,
-// overridden by the environment: MRC_VERBS_SPIN (a duration, e.g. 20us)
+// DefaultHeldWait is Open's HeldWait: a latency test's completion comes
+// within tens of µs, and a millisecond bounds how long other goroutines
+// on the P (and a garbage collection) can wait for the sleeper.
+const DefaultHeldWait = shmring.MaxHeldWait
+
+// DefaultOptions are Open's: DefaultSpin, DefaultHeldWait and the
+// shared-memory rings, overridden by the environment: MRC_VERBS_SPIN (a
+// duration, e.g. 20us), MRC_VERBS_HELD_WAIT (a duration from 0 to 1ms)
 // and MRC_VERBS_RING=0 (stay on the socket). The variables let a test
 // harness or a user try both without rebuilding the application.
 func DefaultOptions() (Options, error) {
-	o := Options{Spin: DefaultSpin}
+	o := Options{Spin: DefaultSpin, HeldWait: DefaultHeldWait}
 	if v := os.Getenv("MRC_VERBS_SPIN"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Second {
 			return o, fmt.Errorf("verbs: MRC_VERBS_SPIN=%q: want a duration from 0 to 1s, e.g. 20us", v)
 		}
 		o.Spin = d
+	}
+	if v := os.Getenv("MRC_VERBS_HELD_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > shmring.MaxHeldWait {
+			return o, fmt.Errorf("verbs: MRC_VERBS_HELD_WAIT=%q: want a duration from 0 to %v, e.g. 500us (0: never hold the P)", v, shmring.MaxHeldWait)
+		}
+		o.HeldWait = d
 	}
 	switch v := os.Getenv("MRC_VERBS_RING"); v {
 	case "", "1":
@@ -274,7 +297,7 @@ func (d *Device) pollRing(r *ring, out []Completion) (int, error) {
 
 // waitRing is WaitCQ on the ring: spin for the budget, then sleep on the
 // futex until the daemon (or the reader, for socket completions and the
-// device's death) wakes it.
+// device's death) wakes it, keeping the P for the first HeldWait.
 func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 	start := time.Now()
 	ready := func() bool {
@@ -315,6 +338,10 @@ func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 		}
 		v := r.app.SetWaiting(shmring.WaitCQ)
 		if ready() || d.dead.Load() {
+			continue
+		}
+		if held := d.heldWait - time.Since(start); held > 0 {
+			r.app.WaitHeld(v, min(wait, held))
 			continue
 		}
 		r.app.Wait(v, wait)
