@@ -209,7 +209,9 @@ func latStagesRun(b *testing.B, tp *topo, bin string, iters int) {
 	data := filepath.Join(dir, "sched.data")
 	// perf records the whole machine for as long as the run lasts; the
 	// run is bounded by its iteration count and the timeout.
-	rec := exec.Command("perf", "sched", "record", "-a", "-o", data, "--", "sleep", "3600")
+	// -m: a larger ring per CPU, so that a loaded machine loses fewer
+	// events (a lost switch or wake-up drops the one-way it belongs to).
+	rec := exec.Command("perf", "sched", "record", "-a", "-m", "4096", "-o", data, "--", "sleep", "3600")
 	rec.Stdout, rec.Stderr = io.Discard, io.Discard
 	if err := rec.Start(); err != nil {
 		b.Fatalf("perf sched record: %v", err)
@@ -235,6 +237,12 @@ func latStagesRun(b *testing.B, tp *topo, bin string, iters int) {
 	// pids[0] is the server's (h[1]), pids[1] the client's (h[0]).
 	r.app = [2]int{pids[1], pids[0]}
 	st := latStages(evs, r)
+	if len(st[0]) == 0 {
+		// Seen under heavy load: perf's record started late or lost the
+		// run's events. Say so rather than print empty stages.
+		fmt.Printf("latency stages, %s: no one-way found in %d scheduler events (loops %v, applications %v): perf sched lost the run; run again\n", bin, len(evs), r.loop, r.app)
+		return
+	}
 	typical := 0.0
 	if len(lat.Results) == 1 {
 		typical = lat.Results[0].Typical
