@@ -29,9 +29,9 @@ func Wait(word *uint32, val uint32, timeout time.Duration) {
 }
 
 // MaxHeldWait bounds WaitHeld's sleep: while it sleeps, no other goroutine
-// runs on its P, the garbage collector's stop-the-world waits for it (the
-// preemption signal ends the sleep early), and with GOMAXPROCS=1 the rest
-// of the program stands still.
+// runs on its P, the garbage collector's stop-the-world waits for it (a
+// signal need not end the sleep: the runtime's handlers are SA_RESTART),
+// and with GOMAXPROCS=1 the rest of the program stands still.
 const MaxHeldWait = time.Millisecond
 
 // WaitHeld is Wait without handing the goroutine's P back to the Go
