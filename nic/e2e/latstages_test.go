@@ -41,6 +41,7 @@ type schedEvent struct {
 	pid    int
 	target int // woken tid
 	tpid   int
+	run    float64 // seconds on the CPU from t (switch-ins)
 }
 
 var (
@@ -82,7 +83,7 @@ func parseTimehist(r io.Reader) ([]schedEvent, error) {
 		if err != nil {
 			continue
 		}
-		evs = append(evs, schedEvent{t: t - run/1e3, tid: tid, pid: pid})
+		evs = append(evs, schedEvent{t: t - run/1e3, tid: tid, pid: pid, run: run / 1e3})
 	}
 	slices.SortStableFunc(evs, func(a, b schedEvent) int {
 		switch {
@@ -211,12 +212,24 @@ func latStagesRun(b *testing.B, tp *topo, bin string, iters int) {
 	// run is bounded by its iteration count and the timeout.
 	// -m: a larger ring per CPU, so that a loaded machine loses fewer
 	// events (a lost switch or wake-up drops the one-way it belongs to).
-	rec := exec.Command("perf", "sched", "record", "-a", "-m", "4096", "-o", data, "--", "sleep", "3600")
+	rec := exec.Command("perf", "sched", "record", "-a", "-m", "1024", "-o", data, "--", "sleep", "3600")
 	rec.Stdout, rec.Stderr = io.Discard, io.Discard
 	if err := rec.Start(); err != nil {
 		b.Fatalf("perf sched record: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond) // perf attaches its tracepoints; nothing to wait on
+	// perf writes its file's header before it enables the tracepoints;
+	// on a loaded machine that took more than 300 ms. Wait for the file,
+	// then give the enabling a moment (there is no signal for it).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(data); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = rec.Process.Kill()
+			b.Fatalf("perf sched record wrote nothing to %s in 10 s", data)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	var lat latJSON
 	var pids [2]int
 	runJSONPids(b, tp, "mrc-write-lat", &lat, &pids, "-s", "2", "-n", strconv.Itoa(iters))
@@ -248,6 +261,23 @@ func latStagesRun(b *testing.B, tp *topo, bin string, iters int) {
 		typical = lat.Results[0].Typical
 	}
 	fmt.Printf("latency stages, %s, %d iterations, load %s; mrc-write-lat t_typical %.1f µs\n", bin, iters, loadavg(), typical)
+	// Each process's threads: how often they got a CPU and for how
+	// long, per round trip (the connection set-up included).
+	for _, p := range []struct {
+		name string
+		pid  int
+	}{{"client mrc-nicd", tp.h[0].daemon.Process.Pid}, {"server mrc-nicd", tp.h[1].daemon.Process.Pid},
+		{"client mrc-write-lat", pids[1]}, {"server mrc-write-lat", pids[0]}} {
+		ins, cpu, threads := 0, 0.0, map[int]bool{}
+		for _, e := range evs {
+			if !e.wake && e.pid == p.pid {
+				ins++
+				cpu += e.run
+				threads[e.tid] = true
+			}
+		}
+		fmt.Printf("  %-20s %d threads ran: %.2f switch-ins and %.1f µs of CPU per round trip\n", p.name, len(threads), float64(ins)/float64(iters), cpu*1e6/float64(iters))
+	}
 	for i, name := range stageNames {
 		med, _, _, ok := stats(st[i])
 		if !ok {
