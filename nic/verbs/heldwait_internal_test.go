@@ -49,6 +49,7 @@ func threadSwitches(t *testing.T, tid int) uint64 {
 // the latency path; the held wait (Options.HeldWait) makes none.
 // MRC_VERBS_HELD_WAIT=0 runs the old path, which fails the check.
 func TestWaitCQKeepsOtherThreadsAsleep(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	o, err := DefaultOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,6 @@ func TestWaitCQKeepsOtherThreadsAsleep(t *testing.T) {
 	}
 	d := &Device{ring: &ring{app: app, mem: mem, bell: -1}, heldWait: o.HeldWait}
 
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := unix.Gettid()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,18 +44,26 @@ type Options struct {
 // pay there, because the spinner takes the CPU the daemon needs.
 const DefaultSpin = 0
 
-// DefaultHeldWait is Open's HeldWait: a latency test's completion comes
-// within tens of µs, and a millisecond bounds how long other goroutines
-// on the P (and a garbage collection) can wait for the sleeper.
+// DefaultHeldWait is Open's HeldWait when the program runs with one P
+// (GOMAXPROCS=1, as the perftest-like tools do): a latency test's
+// completion comes within tens of µs, and a millisecond bounds how long
+// other goroutines (and a garbage collection) can wait for the sleeper.
+// With more Ps Open does not hold one: an idle P spares the waiter the
+// monitor's hand-off, and several goroutines waiting at once (the ranks of
+// an in-process collective) would keep the Ps the others need.
 const DefaultHeldWait = shmring.MaxHeldWait
 
-// DefaultOptions are Open's: DefaultSpin, DefaultHeldWait and the
-// shared-memory rings, overridden by the environment: MRC_VERBS_SPIN (a
-// duration, e.g. 20us), MRC_VERBS_HELD_WAIT (a duration from 0 to 1ms)
-// and MRC_VERBS_RING=0 (stay on the socket). The variables let a test
-// harness or a user try both without rebuilding the application.
+// DefaultOptions are Open's: DefaultSpin, DefaultHeldWait (with one P,
+// else 0) and the shared-memory rings, overridden by the environment:
+// MRC_VERBS_SPIN (a duration, e.g. 20us), MRC_VERBS_HELD_WAIT (a duration
+// from 0 to 1ms) and MRC_VERBS_RING=0 (stay on the socket). The variables
+// let a test harness or a user try both without rebuilding the
+// application.
 func DefaultOptions() (Options, error) {
-	o := Options{Spin: DefaultSpin, HeldWait: DefaultHeldWait}
+	o := Options{Spin: DefaultSpin}
+	if runtime.GOMAXPROCS(0) == 1 {
+		o.HeldWait = DefaultHeldWait
+	}
 	if v := os.Getenv("MRC_VERBS_SPIN"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Second {
