@@ -41,8 +41,8 @@ type delayPort struct {
 	// committed counts the frames TxCommit put in the line (or dropped,
 	// the line being full) since the last TxFlush.
 	committed int
-	fill   func(frame []byte) // rx.Put at putNow, bound once (no closure per turn)
-	putNow int64
+	fill      func(frame []byte) // rx.Put at putNow, bound once (no closure per turn)
+	putNow    int64
 	// Mirrors of the lines' counters for the metrics goroutine.
 	txC, rxC delayCounters
 }
