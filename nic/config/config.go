@@ -111,7 +111,13 @@ type Config struct {
 	// once. Polling saves a scheduler wakeup per message (lower latency)
 	// and costs that much CPU per idle period.
 	BusyPoll time.Duration `yaml:"busy_poll,omitempty"`
-	Ports    []Port        `yaml:"ports"`
+	// KickThread moves each port's transmit kicks (sendto) to a thread of
+	// their own (nic/xsk, SocketConfig.KickThread). In copy mode the kick
+	// is the transmit itself, so the engine's encode and the kernel's copy
+	// then run on two cores; it costs a thread per port and a wakeup when
+	// a sleeping kick thread gets new frames.
+	KickThread bool   `yaml:"kick_thread,omitempty"`
+	Ports      []Port `yaml:"ports"`
 }
 
 // CC are the congestion-control options handed to the engine.
