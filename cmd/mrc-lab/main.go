@@ -49,8 +49,9 @@ run options:
 
 Needs root (namespaces, XDP, AF_XDP). Ctrl-C stops the run and tears the
 testbed down. Exit status 0 when every claim passed (report-only claims,
-verdict REPORTED, never fail a run), 1 when one failed or a
-run broke, 2 on usage errors.
+verdict REPORTED, conditions, HOLDS or DOES NOT HOLD, and claims whose
+condition went the other way, N/A, never fail a run), 1 when one failed
+or a run broke, 2 on usage errors.
 `
 
 func main() {
