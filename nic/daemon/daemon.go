@@ -107,8 +107,11 @@ type Daemon struct {
 	rxNow   mrc.Time
 	running atomic.Bool
 	stopped chan struct{}
-	cap     *capture
-	tele    teleState // telemetry.go
+	// turnHook, when set (tests only, on the loop), runs at the start of
+	// every loop turn: StallLoop blocks the loop with it.
+	turnHook func()
+	cap      *capture
+	tele     teleState // telemetry.go
 
 	c counters
 }
@@ -142,6 +145,7 @@ type counters struct {
 	appWakes      atomic.Uint64 `metric:"ring_app_wakes" help:"Times the run loop woke an application sleeping on its ring."`
 	ringFailures  atomic.Uint64 `metric:"ring_failures" help:"Sessions closed because their shared-memory ring was corrupt."`
 	ringOverflows atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
+	rxDrains      atomic.Uint64 `metric:"rx_drains" help:"Loop turns that took every frame the ports held before transmitting: the loop had not run for a while (a stall), so timers were due."`
 }
 
 // qpState is the daemon's view of one engine QP.
@@ -435,9 +439,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
 		}
 	}
-	const rxBatch = 64
 	busy := d.cfg.BusyPoll
 	var lastWork time.Time
+	lastTurn := d.now()
 	for {
 		if ctx.Err() != nil {
 			d.running.Store(false)
@@ -445,6 +449,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 			return nil
 		}
 		d.c.loops.Add(1)
+		if d.turnHook != nil {
+			d.turnHook()
+		}
 		work := 0
 		// Posts first, then requests: a session's CreateQP and Connect
 		// complete (exec) before it can post, and what it posted before a
@@ -462,15 +469,10 @@ func (d *Daemon) loop(ctx context.Context) error {
 			break
 		}
 		now := d.now()
-		d.rxNow = now
-		for i, p := range d.ports {
-			n, err := p.RecvFunc(rxBatch, d.rxFns[i])
-			if err != nil && !errors.Is(err, xsk.ErrClosed) {
-				d.log.Warn("port receive", "port", p.Name(), "err", err)
-			}
-			d.c.rxFrames.Add(uint64(n))
-			work += n
-		}
+		// After a stall, every frame that arrived before now is taken
+		// before transmit runs the timers that fell due (rx.go).
+		work += d.receive(now, now-lastTurn > stallGap)
+		lastTurn = now
 		work += d.feedBacklogs(now)
 		work += d.sendPathProbes(now)
 		work += d.transmit(now)
