@@ -144,13 +144,26 @@ func (d *delayPort) pumpTx(now int64) {
 	d.txC.store(d.tx.Counters())
 }
 
-// RecvFunc moves due transmissions out, takes what the port received into
-// the receive line, and hands up to max due frames to fn.
+// RecvFunc moves due transmissions out, takes everything the port
+// received into the receive line (as much as the line has room for), and
+// hands up to max due frames to fn. Taking it all stamps each frame with
+// the first turn that saw it: one batch per call would leave the rest in
+// the port's ring, each later call stamping them later, and after a stall
+// their delay (and their ACKs' age at the peer) would grow by the backlog.
 func (d *delayPort) RecvFunc(max int, fn func(frame []byte)) (int, error) {
 	now := d.now()
 	d.pumpTx(now)
 	d.putNow = now
-	_, err := d.Port.RecvFunc(max, d.fill)
+	var err error
+	for room := d.rx.Cap() - d.rx.Len(); room > 0; {
+		want := min(max, room)
+		var got int
+		got, err = d.Port.RecvFunc(want, d.fill)
+		room -= got
+		if err != nil || got < want {
+			break
+		}
+	}
 	n := d.rx.Release(now, max, fn)
 	d.rxC.store(d.rx.Counters())
 	return n, err
