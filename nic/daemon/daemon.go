@@ -80,6 +80,7 @@ type Daemon struct {
 	metrics *http.Server
 
 	start  time.Time
+	clk    loopClock // the engine's clock (rx.go); loop only
 	cmds   chan func()
 	pq     postQueue
 	evfd   int
@@ -145,7 +146,8 @@ type counters struct {
 	appWakes      atomic.Uint64 `metric:"ring_app_wakes" help:"Times the run loop woke an application sleeping on its ring."`
 	ringFailures  atomic.Uint64 `metric:"ring_failures" help:"Sessions closed because their shared-memory ring was corrupt."`
 	ringOverflows atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
-	rxDrains      atomic.Uint64 `metric:"rx_drains" help:"Loop turns that took every frame the ports held before transmitting: the loop had not run for a while (a stall), so timers were due."`
+	stalls        atomic.Uint64 `metric:"loop_stalls" help:"Times the run loop found a receive backlog after not running for more than 500 µs (descheduled, woke late)."`
+	stalledNs     atomic.Uint64 `metric:"loop_stalled_ns" help:"Time the stalls took off the engine's clock, ns: the timers do not count it."`
 }
 
 // qpState is the daemon's view of one engine QP.
@@ -179,6 +181,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, rings: map[uint32]*ringSession{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
+	d.clk.start = d.start
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
 	defer func() {
@@ -377,7 +380,8 @@ func (d *Daemon) closeResources() {
 	d.cap = nil
 }
 
-func (d *Daemon) now() mrc.Time { return mrc.Time(time.Since(d.start)) }
+// now is the engine's time (the loop's clock, rx.go); loop only.
+func (d *Daemon) now() mrc.Time { return d.clk.now() }
 
 func (d *Daemon) watchCarrier(i int, c *xsk.Carrier) {
 	for ev := range c.Events() {
@@ -441,7 +445,6 @@ func (d *Daemon) loop(ctx context.Context) error {
 	}
 	busy := d.cfg.BusyPoll
 	var lastWork time.Time
-	lastTurn := d.now()
 	for {
 		if ctx.Err() != nil {
 			d.running.Store(false)
@@ -451,6 +454,12 @@ func (d *Daemon) loop(ctx context.Context) error {
 		d.c.loops.Add(1)
 		if d.turnHook != nil {
 			d.turnHook()
+		}
+		// After a stall with frames waiting, the engine's clock holds
+		// until they are read (rx.go).
+		if off := d.clk.turn(d.rxBacklog); off > 0 {
+			d.c.stalls.Add(1)
+			d.c.stalledNs.Add(uint64(off))
 		}
 		work := 0
 		// Posts first, then requests: a session's CreateQP and Connect
@@ -469,10 +478,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			break
 		}
 		now := d.now()
-		// After a stall, every frame that arrived before now is taken
-		// before transmit runs the timers that fell due (rx.go).
-		work += d.receive(now, now-lastTurn > stallGap)
-		lastTurn = now
+		work += d.receive(now)
 		work += d.feedBacklogs(now)
 		work += d.sendPathProbes(now)
 		work += d.transmit(now)
@@ -571,7 +577,10 @@ func (d *Daemon) idle(ctx context.Context) {
 			dl = t
 		}
 	}
-	dl = min(dl, d.tele.next, d.delayDeadline())
+	dl = min(dl, d.tele.next)
+	if t := d.delayDeadline(); t != mrc.Never {
+		dl = min(dl, t-d.clk.debt) // the delay lines run on wall time
+	}
 	wait := time.Duration(dl - now)
 	if dl == mrc.Never || wait > 100*time.Millisecond {
 		wait = 100 * time.Millisecond // ctx is checked at least this often

@@ -169,6 +169,11 @@ func (d *delayPort) RecvFunc(max int, fn func(frame []byte)) (int, error) {
 	return n, err
 }
 
+// RxPending is how many received frames are due for the engine now (up
+// to a receive batch): frames still in the port, or held in the receive
+// line, have not arrived yet on the delayed wire.
+func (d *delayPort) RxPending() int { return d.rx.Ready(d.now(), rxBatch) }
+
 // due is the earliest time a held frame is due in either line.
 func (d *delayPort) due() (mrc.Time, bool) {
 	t, ok := d.tx.Next()
@@ -189,7 +194,7 @@ func (d *Daemon) wrapDelayPorts() error {
 		if cp.Delay <= 0 {
 			continue
 		}
-		dp, err := newDelayPort(d.ports[i], cp, func() int64 { return int64(d.now()) })
+		dp, err := newDelayPort(d.ports[i], cp, func() int64 { return int64(d.clk.wall()) })
 		if err != nil {
 			return err
 		}

@@ -7,37 +7,49 @@ import (
 	"github.com/softmrc/softmrc/internal/mrc"
 )
 
-// StallReport is what the loop turn right after a StallLoop block did to
-// the QPs (summed over them): the timers that fell due during the block
-// run in it.
+// StallReport is what the loop turns after a StallLoop block did to the
+// QPs (summed over them), up to the first turn that read less than a
+// receive batch (the backlog the block left is read): the timers that fell
+// due during the block run in them.
 type StallReport struct {
 	InFlight      int    // bytes in flight when the block ended
-	Timeouts, Rtx uint64 // ACK timeouts and retransmissions of that turn
-	EVs, GoodEVs  int    // EVs, and those GOOD, after it
+	Turns         int    // the turns counted
+	Timeouts, Rtx uint64 // ACK timeouts and retransmissions in them
+	EVs, GoodEVs  int    // EVs, and those GOOD, after them
 }
 
 // StallLoop blocks the run loop for dur at the start of a turn, as the
 // scheduler taking the CPU from its thread would, while the peer goes on
-// sending and acking; then that turn receives and transmits (running every
-// timer that fell due meanwhile). It returns once the turn has finished,
-// with what the turn did.
+// sending and acking; then the loop reads what queued meanwhile and
+// transmits, running every timer that fell due. It returns once a turn
+// read less than a batch, with what those turns did.
 func (d *Daemon) StallLoop(dur time.Duration) (StallReport, error) {
 	var r StallReport
 	done := make(chan struct{})
 	var t0 mrc.QPCounters
-	calls := 0
+	var rx uint64
 	hook := func() {
-		calls++
-		if calls == 1 {
+		if r.Turns == 0 {
 			time.Sleep(dur)
 			t0 = d.sumQPs(&r)
 			r.EVs, r.GoodEVs = 0, 0
+		} else {
+			read := d.c.rxFrames.Load() - rx
+			if read >= rxBatch && r.Turns < 100000 {
+				r.Turns++
+				rx += read
+				return
+			}
+			inFlight := r.InFlight
+			t1 := d.sumQPs(&r)
+			r.InFlight = inFlight
+			r.Timeouts, r.Rtx = t1.Timeouts-t0.Timeouts, t1.TxRtx-t0.TxRtx
+			d.turnHook = nil
+			close(done)
 			return
 		}
-		t1 := d.sumQPs(&r)
-		r.Timeouts, r.Rtx = t1.Timeouts-t0.Timeouts, t1.TxRtx-t0.TxRtx
-		d.turnHook = nil
-		close(done)
+		r.Turns++
+		rx = d.c.rxFrames.Load()
 	}
 	if err := d.exec(func() { d.turnHook = hook }); err != nil {
 		return r, err
@@ -48,7 +60,7 @@ func (d *Daemon) StallLoop(dur time.Duration) (StallReport, error) {
 	case <-d.stopped:
 		return r, ErrStopped
 	case <-time.After(5*time.Second + dur):
-		return r, fmt.Errorf("the run loop did not finish a turn within 5 s of a %v stall", dur)
+		return r, fmt.Errorf("the run loop did not read its backlog within 5 s of a %v stall", dur)
 	}
 }
 

@@ -18,10 +18,11 @@ import (
 // wait in its receive ring: nothing was lost. Two daemons over a lossless
 // pipe write to each other (so the stalled side's ring holds the peer's
 // data as well as its ACKs, more than one receive batch); the first
-// daemon's loop is blocked mid-transfer, and the ACK timeouts its first
-// turn after the block runs are counted. Before the drain (rx.go) that
-// turn took one 64-frame batch and then timed out 130-240 packets per
-// stall (0 or 8 of 16 EVs left GOOD); every one was spurious.
+// daemon's loop is blocked mid-transfer, and the ACK timeouts of the turns
+// that read the backlog are counted. Before the stall-aware clock (rx.go)
+// the first of those turns took one 64-frame batch and then timed out
+// 130-240 packets per stall (0 or 8 of 16 EVs left GOOD); every one was
+// spurious.
 func TestStalledLoopNoSpuriousTimeouts(t *testing.T) {
 	da, ca, cb := startStallPair(t)
 	const size = 8 << 20
@@ -57,8 +58,8 @@ func TestStalledLoopNoSpuriousTimeouts(t *testing.T) {
 		inFlight += pkts
 		timeouts += r.Timeouts
 		rtx += r.Rtx
-		t.Logf("round %d: stalled %v (srtt %.0f µs) with %d packets in flight; the next turn: %d ACK timeouts, %d retransmitted, %d of %d EVs GOOD after",
-			round, stall, before.SRTTus, pkts, r.Timeouts, r.Rtx, r.GoodEVs, r.EVs)
+		t.Logf("round %d: stalled %v (srtt %.0f µs) with %d packets in flight; the %d turns reading the backlog: %d ACK timeouts, %d retransmitted, %d of %d EVs GOOD after",
+			round, stall, before.SRTTus, pkts, r.Turns, r.Timeouts, r.Rtx, r.GoodEVs, r.EVs)
 	}
 	// The pipe loses nothing: every timeout is spurious. Before the drain
 	// each of these turns timed out 130-240 packets; one 64-packet burst
