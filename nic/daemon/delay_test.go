@@ -156,8 +156,14 @@ func TestDelayPortStampsBacklogOnce(t *testing.T) {
 			if held := dp.rx.Len(); held != min(tc.backlog, tc.pool) {
 				t.Fatalf("the receive line holds %d of %d waiting frames after one look (pool %d)", held, tc.backlog, tc.pool)
 			}
+			if p := dp.RxPending(); p != 0 {
+				t.Fatalf("RxPending %d before the delay: no frame has arrived on the delayed wire", p)
+			}
 			// One delay later, the loop drains in batches.
 			now = int64(delay)
+			if p, want := dp.RxPending(), min(tc.wantOut, rxBatch); p != want {
+				t.Fatalf("RxPending %d one delay later, want %d (up to a batch)", p, want)
+			}
 			for k := 0; k < 10; k++ {
 				if n, _ := dp.RecvFunc(64, count); n < 64 {
 					break
