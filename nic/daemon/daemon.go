@@ -600,6 +600,9 @@ func (d *Daemon) idle(ctx context.Context) {
 		return
 	}
 	d.c.sleeps.Add(1)
+	// The sleep is the loop's own: it is no stall (rx.go).
+	slept := time.Now()
+	defer func() { d.clk.asleep(time.Since(slept)) }()
 	if !d.fdPoll {
 		// In-memory ports have no fd: wait on each in turn, briefly.
 		slice := min(wait, 200*time.Microsecond)
