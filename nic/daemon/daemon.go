@@ -457,7 +457,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 		// After a stall with frames waiting, the engine's clock holds
 		// until they are read (rx.go).
-		if off := d.clk.turn(d.rxBacklog); off > 0 {
+		if off := d.clk.turn(d.stallAtRisk); off > 0 {
 			d.c.stalls.Add(1)
 			d.c.stalledNs.Add(uint64(off))
 		}

@@ -39,8 +39,8 @@ type rxPending interface{ RxPending() int }
 // (docs/engine.md "Spurious timeouts"). So a turn that starts more than
 // stallGap late, after the thread was off the CPU (not asleep in the
 // loop's own wait, not working) for more than stallGap, with at least a
-// receive batch waiting in a port, takes that off-CPU time less stallGap
-// off the engine's clock for good: the ACKs are read, one batch a turn
+// receive batch waiting in a port and data in flight (stallAtRisk), takes
+// that off-CPU time less stallGap off the engine's clock for good: the ACKs are read, one batch a turn
 // with the engine transmitting between, before any timer has seen the
 // stall.
 //
@@ -101,9 +101,9 @@ func (c *loopClock) asleep(d time.Duration) { c.slept += mrc.Time(d) }
 
 // turn starts a loop turn. When the turn is more than stallGap late and
 // the thread was off the CPU for more than stallGap since the last check,
-// with backlog() ≥ rxBatch frames waiting, the excess leaves the engine's
-// clock. It returns the time taken off.
-func (c *loopClock) turn(backlog func() int) mrc.Time {
+// and atRisk() (timers could fire on ACKs that wait), the excess leaves
+// the engine's clock. It returns the time taken off.
+func (c *loopClock) turn(atRisk func() bool) mrc.Time {
 	w := c.wall()
 	late := w-c.turnAt > stallGap
 	c.turnAt = w
@@ -114,23 +114,37 @@ func (c *loopClock) turn(backlog func() int) mrc.Time {
 	first := c.checkAt == 0
 	stalled := off - c.off
 	c.checkAt, c.off = w, off
-	if first || !late || stalled <= stallGap || backlog() < rxBatch {
+	if first || !late || stalled <= stallGap || !atRisk() {
 		return 0
 	}
 	c.debt += stalled - stallGap
 	return stalled - stallGap
 }
 
-// rxBacklog is the most frames waiting in one port (0 for ports that
-// cannot say).
-func (d *Daemon) rxBacklog() int {
-	n := 0
+// stallAtRisk reports whether a stall can make spurious timeouts: a port
+// holds more than the first receive batch reads (an ACK may wait behind
+// it) and some QP has data in flight (a timer runs). A host that only
+// receives keeps wall time: nothing of its own can time out, and its
+// clock paces what it sends.
+func (d *Daemon) stallAtRisk() bool {
+	backlog := false
 	for _, p := range d.ports {
-		if q, ok := p.(rxPending); ok {
-			n = max(n, q.RxPending())
+		if q, ok := p.(rxPending); ok && q.RxPending() >= rxBatch {
+			backlog = true
+			break
 		}
 	}
-	return n
+	if !backlog {
+		return false
+	}
+	s := &d.qpScratch
+	for qpn := range d.qps {
+		s.EVs = s.EVs[:0]
+		if d.eng.Snapshot(qpn, s) == nil && s.InFlight > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // receive hands up to a batch of each port's frames to the engine at now.

@@ -34,10 +34,10 @@ func TestLoopClock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wall, cpu := 1000*us, 900*us
 			c := loopClock{wallNow: func() mrc.Time { return wall }, cpuNow: func() mrc.Time { return cpu }}
-			c.turn(func() int { return 0 }) // the first check
+			c.turn(func() bool { return false }) // the first check
 			wall += 1000 * us
 			cpu += 1000 * us
-			if off := c.turn(func() int { return 0 }); off != 0 {
+			if off := c.turn(func() bool { return false }); off != 0 {
 				t.Fatalf("took %v off a turn on the CPU throughout", off)
 			}
 			if got := c.now(); got != 2000*us {
@@ -46,7 +46,7 @@ func TestLoopClock(t *testing.T) {
 			wall += tc.gap
 			cpu += tc.cpu
 			c.asleep(time.Duration(tc.slept))
-			off := c.turn(func() int { return tc.backlog })
+			off := c.turn(func() bool { return tc.backlog >= rxBatch })
 			if off != tc.wantOff {
 				t.Errorf("took %v off, want %v", off, tc.wantOff)
 			}
@@ -56,7 +56,7 @@ func TestLoopClock(t *testing.T) {
 			// Later turns run at wall speed, the stall still off.
 			wall += 100 * us
 			cpu += 100 * us
-			c.turn(func() int { return 4096 })
+			c.turn(func() bool { return true })
 			if got := c.now(); got != tc.wantTime+100*us {
 				t.Errorf("100 µs later: engine time %v, want %v", got, tc.wantTime+100*us)
 			}
@@ -69,7 +69,7 @@ func TestLoopClock(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		wall += mrc.Time(i%7) * 400 * us
 		cpu += mrc.Time(i%3) * 100 * us
-		c.turn(func() int { return 4096 })
+		c.turn(func() bool { return true })
 		if got := c.now(); got < prev {
 			t.Fatalf("turn %d: engine time went back from %v to %v", i, prev, got)
 		} else {
