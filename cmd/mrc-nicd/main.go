@@ -34,6 +34,7 @@ func main() {
 	cpuProf := flag.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof)")
 	busyPoll := flag.Duration("busy-poll", -1, "override the config's busy_poll (e.g. 50us; 0 = sleep at once)")
 	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
+	stallClock := flag.Bool("stall-clock", false, "override the config's stall_clock: time the loop was kept off the CPU with ACKs waiting does not count against the engine's timers (docs/nic.md)")
 	showSock := flag.Bool("show-socket", false, "print the config's device socket path and exit (scripts)")
 	flag.Parse()
 	if *cfgPath == "" {
@@ -66,6 +67,11 @@ func main() {
 	if *busyPoll >= 0 {
 		cfg.BusyPoll = *busyPoll
 	}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "stall-clock" {
+			cfg.StallClock = *stallClock
+		}
+	})
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err != nil {
 		fmt.Fprintln(os.Stderr, "mrc-nicd: log level:", err)

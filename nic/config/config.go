@@ -111,7 +111,13 @@ type Config struct {
 	// once. Polling saves a scheduler wakeup per message (lower latency)
 	// and costs that much CPU per idle period.
 	BusyPoll time.Duration `yaml:"busy_poll,omitempty"`
-	Ports    []Port        `yaml:"ports"`
+	// StallClock takes the time the run loop's thread was kept off the CPU
+	// (beyond 500 µs, with a receive backlog and data in flight) off the
+	// engine's clock, so that a stall does not fire the timers of packets
+	// whose ACKs wait in the ring (nic/daemon/rx.go, docs/nic.md). Off by
+	// default: the lab under load showed lower residual shares in S5.
+	StallClock bool   `yaml:"stall_clock,omitempty"`
+	Ports      []Port `yaml:"ports"`
 }
 
 // CC are the congestion-control options handed to the engine.

@@ -326,7 +326,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = <-loopErr
 	case err = <-loopErr:
 	}
-	d.log.Info("mrc-nicd stopping")
+	d.log.Info("mrc-nicd stopping", "loop_stalls", d.c.stalls.Load(), "stalled_off_clock", time.Duration(d.c.stalledNs.Load()))
 	d.running.Store(false)
 	d.svc.Close("mrc-nicd is shutting down")
 	d.closeResources()
@@ -455,11 +455,13 @@ func (d *Daemon) loop(ctx context.Context) error {
 		if d.turnHook != nil {
 			d.turnHook()
 		}
-		// After a stall with frames waiting, the engine's clock holds
-		// until they are read (rx.go).
-		if off := d.clk.turn(d.stallAtRisk); off > 0 {
-			d.c.stalls.Add(1)
-			d.c.stalledNs.Add(uint64(off))
+		// stall_clock: a stall with ACKs waiting does not count against
+		// the engine's timers (rx.go).
+		if d.cfg.StallClock {
+			if off := d.clk.turn(d.stallAtRisk); off > 0 {
+				d.c.stalls.Add(1)
+				d.c.stalledNs.Add(uint64(off))
+			}
 		}
 		work := 0
 		// Posts first, then requests: a session's CreateQP and Connect

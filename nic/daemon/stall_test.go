@@ -77,6 +77,9 @@ func startStallPair(t *testing.T) (*daemon.Daemon, *config.Config, *config.Confi
 	t.Helper()
 	dir := t.TempDir()
 	cfgs := []*config.Config{daemontest.Config(dir, 1, 1), daemontest.Config(dir, 2, 1)}
+	for _, c := range cfgs {
+		c.StallClock = true
+	}
 	a, b := xsk.NewPipe("pa", "pb", 0)
 	ports := [][]xsk.Port{{a}, {b}}
 	var first *daemon.Daemon
