@@ -36,7 +36,7 @@ func (s sockSource) stats() ([]pathprobe.Stats, error)        { return hostStats
 func (s sockSource) ctl(cmd vproto.CtlCmd, link string) error { return sockCtl(string(s), cmd, link) }
 
 func sockCtl(sock string, cmd vproto.CtlCmd, link string) error {
-	d, err := verbs.Open(sock)
+	d, err := verbs.OpenControl(sock)
 	if err != nil {
 		return err
 	}

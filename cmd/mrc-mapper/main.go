@@ -311,7 +311,7 @@ func denyAll(ds []source, cmd vproto.CtlCmd, link string) int {
 }
 
 func hostStats(sock string) ([]pathprobe.Stats, error) {
-	d, err := verbs.Open(sock)
+	d, err := verbs.OpenControl(sock)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func sockRoundTrip(sock string, a rtAsk) (rtResult, error) {
 	if err := a.check(); err != nil {
 		return rtResult{}, err
 	}
-	d, err := verbs.Open(sock)
+	d, err := verbs.OpenControl(sock)
 	if err != nil {
 		return rtResult{}, err
 	}

@@ -165,7 +165,7 @@ func run(args []string, out io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("unknown command %q", a[0])
 	}
-	d, err := verbs.Open(dev)
+	d, err := verbs.OpenControl(dev)
 	if err != nil {
 		return err
 	}

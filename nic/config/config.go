@@ -116,7 +116,13 @@ type Config struct {
 	// engine's clock, so that a stall does not fire the timers of packets
 	// whose ACKs wait in the ring (nic/daemon/rx.go, docs/nic.md). Off by
 	// default: the lab under load showed lower residual shares in S5.
-	StallClock bool   `yaml:"stall_clock,omitempty"`
+	StallClock bool `yaml:"stall_clock,omitempty"`
+	// KickThread moves each port's transmit kicks (sendto) to a thread of
+	// their own (nic/xsk, SocketConfig.KickThread). In copy mode the kick
+	// is the transmit itself, so the engine's encode and the kernel's copy
+	// then run on two cores; it costs a thread per port and a wakeup when
+	// a sleeping kick thread gets new frames.
+	KickThread bool   `yaml:"kick_thread,omitempty"`
 	Ports      []Port `yaml:"ports"`
 }
 

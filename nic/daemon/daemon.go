@@ -202,7 +202,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	} else {
 		for _, p := range cfg.Ports {
 			xc := xsk.Config{Name: p.PortName(), Ifname: p.Interface, Queue: p.Queue, Attach: attachMode(cfg.Attach),
-				Addrs: []netip.Addr{p.Address}, Logger: log}
+				Addrs: []netip.Addr{p.Address}, Logger: log, KickThread: cfg.KickThread}
 			if cfg.Mode == config.ModeSRv6 {
 				xc.USIDPrefixes = append(xc.USIDPrefixes, p.Locator)
 			}

@@ -433,3 +433,27 @@ func TestRingConcurrentPostersAndClose(t *testing.T) {
 		t.Fatal("Ring() true after Close")
 	}
 }
+
+// TestOpenControlAttachesNoRing: the control-only session of mrcctl, the
+// OAM tools and mrc-mapper maps no rings (each would cost ~2.3 MB of
+// shared memory it never uses) and its control requests still work; a
+// session opened for work beside it gets the rings.
+func TestOpenControlAttachesNoRing(t *testing.T) {
+	p := daemontest.Start(t, 1)
+	ctl, err := verbs.OpenControl(p.Sock[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	work, err := verbs.OpenWith(p.Sock[0], verbs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer work.Close()
+	if ctl.Ring() || !work.Ring() {
+		t.Fatalf("rings attached: control session %v (want false), work session %v (want true)", ctl.Ring(), work.Ring())
+	}
+	if c := daemonCounters(t, ctl); c["loops"] == 0 {
+		t.Fatalf("control session's counters: %v, want the daemon's loop count", c)
+	}
+}

@@ -61,13 +61,16 @@ func TestStalledLoopNoSpuriousTimeouts(t *testing.T) {
 		t.Logf("round %d: stalled %v (srtt %.0f µs) with %d packets in flight; the %d turns reading the backlog: %d ACK timeouts, %d retransmitted, %d of %d EVs GOOD after",
 			round, stall, before.SRTTus, pkts, r.Turns, r.Timeouts, r.Rtx, r.GoodEVs, r.EVs)
 	}
-	// The pipe loses nothing: every timeout is spurious. Before the drain
-	// each of these turns timed out 130-240 packets; one 64-packet burst
-	// over the five is left for the machine's own stalls around the one
-	// made here.
-	if timeouts > 64 {
-		t.Errorf("%d ACK timeouts (%d retransmitted) in the loop turns right after %d stalls over a lossless pipe (%d packets in flight at them): the loop ran the timers before it read the ACKs waiting in its ring (want at most 64)",
-			timeouts, rtx, rounds, inFlight)
+	// The pipe loses nothing: every timeout is spurious. Without the
+	// clock these turns timed out 130-260 packets per stall, 0.5-0.8 of
+	// those in flight (664-1030 over the five). With it they time out
+	// none, but a machine under load (make test, -race) still makes the
+	// odd 64-packet burst of its own (the peer descheduled: TestPacedPorts),
+	// so a quarter of the packets in flight, at least one burst, is left
+	// for that.
+	if limit := max(64, inFlight/4); timeouts > limit {
+		t.Errorf("%d ACK timeouts (%d retransmitted) in the loop turns right after %d stalls over a lossless pipe (%d packets in flight at them): the loop ran the timers before it read the ACKs waiting in its ring (want at most %d)",
+			timeouts, rtx, rounds, inFlight, limit)
 	}
 }
 

@@ -106,7 +106,7 @@ func ParseEV(ev, path string) (wire.EV, error) {
 // through T1 index back): the first step of every OAM tool. The caller
 // closes the device.
 func (f *Flags) Open(host string, ev wire.EV, reflect bool, back int) (*verbs.Device, []vproto.OAMHop, error) {
-	d, err := verbs.Open(f.Dev)
+	d, err := verbs.OpenControl(f.Dev)
 	if err != nil {
 		return nil, nil, err
 	}

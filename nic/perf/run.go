@@ -371,6 +371,20 @@ func (s *session) prepare(size int) {
 // next returns a completion, waiting for one; it fails when the device
 // dies or ctx ends.
 func (s *session) next(ctx context.Context, spin bool) ([]verbs.Completion, error) {
+	return s.poll(ctx, spin, time.Time{})
+}
+
+// nextBy returns the completions there are, waiting for one until
+// deadline at most (none when it passes first); it fails when the device
+// dies or ctx ends.
+func (s *session) nextBy(ctx context.Context, deadline time.Time) ([]verbs.Completion, error) {
+	return s.poll(ctx, false, deadline)
+}
+
+// poll is next and nextBy: completions as soon as there are any, a short
+// spin first when spin is set, and no later than deadline unless it is
+// zero.
+func (s *session) poll(ctx context.Context, spin bool, deadline time.Time) ([]verbs.Completion, error) {
 	for {
 		n, err := s.dev.PollCQ(s.cs)
 		if err != nil {
@@ -394,32 +408,15 @@ func (s *session) next(ctx context.Context, spin bool) ([]verbs.Completion, erro
 				return s.cs[:n], nil
 			}
 		}
-		if _, err := s.dev.WaitCQ(50 * time.Millisecond); err != nil {
-			return nil, err
+		wait := 50 * time.Millisecond
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, nil
+			}
+			wait = min(wait, left)
 		}
-	}
-}
-
-// nextBy returns the completions there are, waiting for one until
-// deadline at most (none when it passes first); it fails when the device
-// dies or ctx ends.
-func (s *session) nextBy(ctx context.Context, deadline time.Time) ([]verbs.Completion, error) {
-	for {
-		n, err := s.dev.PollCQ(s.cs)
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			return s.cs[:n], nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return nil, nil
-		}
-		if _, err := s.dev.WaitCQ(min(wait, 50*time.Millisecond)); err != nil {
+		if _, err := s.dev.WaitCQ(wait); err != nil {
 			return nil, err
 		}
 	}

@@ -140,6 +140,14 @@ func OpenWith(path string, o Options) (*Device, error) {
 	return open(context.Background(), path, o)
 }
 
+// OpenControl opens a session for control requests only (Ctl, queries):
+// it attaches no shared-memory rings, which a tool that never posts work
+// would map (about 2.3 MB) and never use. Posting on it still works, over
+// the device socket.
+func OpenControl(path string) (*Device, error) {
+	return open(context.Background(), path, Options{NoRing: true})
+}
+
 // Ping tells whether mrc-nicd serves applications on the device socket at
 // path: it opens a session, completes the hello handshake and closes it
 // again, all within ctx. Use it as a readiness probe: a plain connect on the

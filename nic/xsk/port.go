@@ -58,6 +58,7 @@ type Stats struct {
 	Kicks             uint64 // wakeup syscalls made (need_wakeup)
 	Polls             uint64 // poll syscalls made by Wait
 	TxKickErrors      uint64 // errors from transmit kicks; EBUSY = the driver dropped a frame (e.g. longer than the MTU)
+	KickerWakes       uint64 // times the kick thread was woken from sleep (SocketConfig.KickThread)
 
 	// From the kernel (getsockopt XDP_STATISTICS); zero for a Pipe.
 	RxDropped   uint64 // frames the kernel dropped for this socket
@@ -118,7 +119,9 @@ type Config struct {
 	// interface MTU is above MaxLinearMTU. The steering program is
 	// frags-aware either way.
 	MultiBuffer bool
-	Logger      *slog.Logger
+	// KickThread: see SocketConfig.
+	KickThread bool
+	Logger     *slog.Logger
 }
 
 // XDPPort is a Port on a real interface: a Socket plus its steering program.
@@ -151,7 +154,7 @@ func Open(cfg Config) (_ *XDPPort, err error) {
 	// takes it, the others would lose it without a trace.
 	multi := cfg.MultiBuffer || ifi.MTU > MaxLinearMTU
 	sock, err := NewSocket(SocketConfig{Ifindex: ifi.Index, Queue: cfg.Queue, RingSize: cfg.RingSize,
-		BindTimeout: cfg.BindTimeout, Logger: log, MultiBuffer: multi})
+		BindTimeout: cfg.BindTimeout, Logger: log, MultiBuffer: multi, KickThread: cfg.KickThread})
 	if err != nil {
 		return nil, err
 	}

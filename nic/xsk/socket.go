@@ -50,6 +50,11 @@ type SocketConfig struct {
 	// each transmit slot is SGSlotChunks chunks. Without it a frame must
 	// fit one chunk (MaxFrameLen on receive, FrameSize on transmit).
 	MultiBuffer bool
+	// KickThread makes the transmit kicks (sendto) on a thread of the
+	// socket's own instead of the caller's (kicker.go): in copy mode the
+	// kick is the transmit, so the caller's encode and the kernel's copy
+	// run on two cores. Send, TxFlush and Wait then only publish and poke.
+	KickThread bool
 }
 
 // Socket is one AF_XDP socket with its own UMEM. Recv, RecvFunc, Send, Wait
@@ -86,6 +91,8 @@ type Socket struct {
 	chain        rxChain
 
 	c counters
+
+	kicker *kicker // nil: the caller kicks (SocketConfig.KickThread)
 
 	mu     sync.Mutex // guards closed and fd against Stats racing Close
 	closed bool
@@ -198,6 +205,9 @@ func NewSocket(cfg SocketConfig) (_ *Socket, err error) {
 
 	if err := s.bind(cfg, log); err != nil {
 		return nil, err
+	}
+	if cfg.KickThread {
+		s.kicker = newKicker(s)
 	}
 	var opts struct{ Flags uint32 }
 	if getsockopt(fd, unix.XDP_OPTIONS, unsafe.Pointer(&opts), unsafe.Sizeof(opts)) == nil {
@@ -514,6 +524,12 @@ func (s *Socket) reclaim() {
 // a bounded number of times. What is still left goes with the next Send or
 // Wait.
 func (s *Socket) kick() error {
+	if s.kicker != nil {
+		if s.tx.outstanding() == 0 || !s.tx.needWakeup() {
+			return nil // nothing to send: do not wake the kick thread
+		}
+		return s.kicker.poke()
+	}
 	for try := 0; try < 8; try++ {
 		if !s.tx.needWakeup() || s.tx.outstanding() == 0 {
 			return nil
@@ -642,6 +658,9 @@ func (s *Socket) Stats() Stats {
 		Polls:        s.c.polls.Load(),
 		TxKickErrors: s.c.txKickErrors.Load(),
 	}
+	if s.kicker != nil {
+		st.KickerWakes = s.kicker.pokes.Load()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -669,6 +688,9 @@ func (s *Socket) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.kicker != nil {
+		s.kicker.close() // before the rings it reads are unmapped
+	}
 	return s.release()
 }
 

@@ -29,8 +29,13 @@ func mustUSID(t testing.TB, usid uint16) netip.Prefix {
 // openPair opens a port on each end of n: A owns downlink uSID 0xc000 and
 // addrA, B owns 0xc100 and addrB.
 func openPair(t *testing.T, n *vethNet, ring int) (a, b *XDPPort) {
+	return openPairKick(t, n, ring, false)
+}
+
+// openPairKick is openPair with A's kicks on a kick thread when kick is set.
+func openPairKick(t *testing.T, n *vethNet, ring int, kick bool) (a, b *XDPPort) {
 	a = openIn(t, n.nsA, Config{Ifname: n.ifA, RingSize: ring, Attach: AttachNative,
-		USIDPrefixes: []netip.Prefix{mustUSID(t, 0xc000)}, Addrs: []netip.Addr{n.addrA}})
+		USIDPrefixes: []netip.Prefix{mustUSID(t, 0xc000)}, Addrs: []netip.Addr{n.addrA}, KickThread: kick})
 	b = openIn(t, n.nsB, Config{Ifname: n.ifB, RingSize: ring, Attach: AttachNative,
 		USIDPrefixes: []netip.Prefix{mustUSID(t, 0xc100)}, Addrs: []netip.Addr{n.addrB}})
 	return a, b
@@ -146,8 +151,22 @@ func head(b []byte) []byte { return b[:min(len(b), 64)] }
 // of fill-ring chunks.
 func TestVethSequence(t *testing.T) {
 	requireXDP(t)
-	n := newVethNet(t, 3000)
-	a, b := openPair(t, n, 64)
+	for _, tc := range []struct {
+		name string
+		kick bool
+	}{{"caller kicks", false}, {"kick thread", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newVethNet(t, 3000)
+			a, b := openPairKick(t, n, 64, tc.kick)
+			vethSequence(t, a, b, n)
+			if st := a.Stats(); tc.kick && (st.Kicks == 0 || st.KickerWakes == 0) {
+				t.Errorf("kick thread made %d kicks after %d wakes, want both > 0", st.Kicks, st.KickerWakes)
+			}
+		})
+	}
+}
+
+func vethSequence(t *testing.T, a, b *XDPPort, n *vethNet) {
 	const total = 20000
 	var frames [][]byte
 	for i := range total {
@@ -622,4 +641,42 @@ func TestRxPending(t *testing.T) {
 			t.Fatalf("after reading %d: RxPending %d, want %d (B %+v)", step.take, got, step.want, b.Stats())
 		}
 	}
+}
+
+// TestKickThreadNoLostWakeup: with the kick thread, one Send is the only
+// poke a frame gets; the test never calls Send or Wait on A again until B
+// has the frame. A poke lost between the kick thread's last look at the ring
+// and its sleep would leave the frame on the ring and fail the round.
+func TestKickThreadNoLostWakeup(t *testing.T) {
+	requireXDP(t)
+	n := newVethNet(t, 3000)
+	a, b := openPairKick(t, n, 64, true)
+	buf := [][]byte{make([]byte, MaxFrameLen)}
+	const rounds = 2000
+	for i := range rounds {
+		p := payload(64, byte(i))
+		binary.BigEndian.PutUint32(p, uint32(i))
+		f := udpFrame(n.macB, n.macA, n.addrA, n.addrB, 1000, 4791, p)
+		if k, err := a.Send([][]byte{f}); k != 1 || err != nil {
+			t.Fatalf("round %d: sent %d: %v", i, k, err)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			k, err := b.Recv(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 1 {
+				if !bytes.Equal(buf[0], f) {
+					t.Fatalf("round %d: got another frame", i)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the frame never left A (lost wakeup?); A %+v", i, a.Stats())
+			}
+			_ = b.Wait(time.Millisecond)
+		}
+	}
+	t.Logf("A %+v", a.Stats())
 }
