@@ -115,7 +115,8 @@ type Config struct {
 	// (beyond 500 µs, with a receive backlog and data in flight) off the
 	// engine's clock, so that a stall does not fire the timers of packets
 	// whose ACKs wait in the ring (nic/daemon/rx.go, docs/nic.md). Off by
-	// default: the lab under load showed lower residual shares in S5.
+	// default: with it, S5's repaired share was 3-4 % short in the lab
+	// (docs/engine.md "Spurious timeouts, the daemon's side").
 	StallClock bool `yaml:"stall_clock,omitempty"`
 	// KickThread moves each port's transmit kicks (sendto) to a thread of
 	// their own (nic/xsk, SocketConfig.KickThread). In copy mode the kick
