@@ -183,6 +183,12 @@ type RoCEOptions struct {
 // ib_write_bw gives its QPs.
 const DefaultRoCEAckTimeout = 4096 << 14 * time.Nanosecond
 
+// NCCLRoCEAckTimeout is 4.096 µs · 2^20 (4.295 s), the local ACK timeout
+// NCCL gives its QPs (NCCL_IB_TIMEOUT's default in NCCL's net_ib.cc): the
+// one collectives over RoCE run with, where perftest's 67 ms is exhausted by
+// eight timeouts without progress in half a second.
+const NCCLRoCEAckTimeout = 4096 << 20 * time.Nanosecond
+
 // Default QP timers (see QPOptions).
 const (
 	DefaultAckTimeout   = 20 * time.Millisecond

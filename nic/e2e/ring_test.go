@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,11 +40,18 @@ func TestWriteLatWakeups(t *testing.T) {
 			}
 			c0 := sum()
 			args := append([]string{"-n", "300", "--verify"}, tc.args...)
-			out, err := tp.pairRun(t, 2*time.Minute, "mrc-write-lat", args...)
+			out, switches, err := tp.pairRunSwitches(t, 2*time.Minute, "mrc-write-lat", args...)
 			if err != nil {
 				t.Fatalf("mrc-write-lat: %v\n%s", err, out)
 			}
 			c1 := sum()
+			// Both tools' voluntary context switches (all their threads,
+			// from getrusage), the connection set-up's included.
+			appSwitches := float64(switches) / (2 * iters)
+			t.Logf("per message, both applications: %.2f voluntary context switches", appSwitches)
+			if tc.ring && appSwitches > 2 {
+				t.Fatalf("%.2f voluntary application context switches per message on the rings, want at most 2 (about one wake-up per completion; the Go runtime handing the waiter's P to another thread costs two or three more: verbs HeldWait)", appSwitches)
+			}
 			d := func(k string) float64 { return float64(c1[k]-c0[k]) / (2 * iters) }
 			t.Logf("per message (half round trip), both daemons: ring posts %.2f, doorbells %.2f, application futex wakes %.2f, loop eventfd wakes %.2f, loop sleeps %.2f",
 				d("ring_posts"), d("ring_doorbells"), d("ring_app_wakes"), d("wakes"), d("sleeps"))
@@ -63,4 +74,34 @@ func TestWriteLatWakeups(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pairRunSwitches is pairRun that also returns the voluntary context
+// switches (a thread went to sleep; preemptions are the machine's load) of
+// both tools (ip netns exec execs the tool, so the
+// process's rusage is the tool's).
+func (tp *topo) pairRunSwitches(t testing.TB, timeout time.Duration, name string, args ...string) (string, int64, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	srv := tp.h[1].tool(ctx, name, args...)
+	var sout lockedBuffer
+	srv.Stdout, srv.Stderr = &sout, &sout
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cli := tp.h[0].tool(ctx, name, append(args, tp.h[1].addrs[0].String())...)
+	out, err := cli.CombinedOutput()
+	serr := srv.Wait()
+	if err != nil || serr != nil {
+		t.Logf("server output:\n%s", sout.String())
+		return string(out), 0, errors.Join(err, serr)
+	}
+	var n int64
+	for _, c := range []*exec.Cmd{srv, cli} {
+		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			n += ru.Nvcsw
+		}
+	}
+	return string(out), n, nil
 }

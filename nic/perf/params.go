@@ -79,6 +79,8 @@ type Params struct {
 	// Each side its own: not sent to the peer.
 	Spin   time.Duration `json:"-"`
 	NoRing bool          `json:"-"`
+	// HeldWait is verbs.Options.HeldWait (env MRC_VERBS_HELD_WAIT).
+	HeldWait time.Duration `json:"-"`
 	// RateLimit, when not 0, caps what this side posts (mrc-write-bw):
 	// messages are posted no faster than RateLimit (bit/s, or messages/s
 	// with RatePPS), perftest's --rate_limit with the software limiter.
@@ -156,6 +158,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	fs.DurationVar(&p.Spin, "spin", vo.Spin, "poll the completion ring this long before sleeping (0: sleep at once; costs a CPU while it spins; env MRC_VERBS_SPIN); see docs/performance.md for what pays on this machine")
+	fs.DurationVar(&p.HeldWait, "held-wait", vo.HeldWait, "sleep this long at most on the completion ring without giving the Go scheduler its P back (0 .. 1ms; 0: never; by default 1ms when the tool runs with one P, as mrc-write-lat does, else 0; env MRC_VERBS_HELD_WAIT); see docs/nic.md, The latency path")
 	fs.BoolVar(&p.NoRing, "no-ring", vo.NoRing, "post and complete through the device socket instead of the shared-memory rings (env MRC_VERBS_RING=0)")
 	rate := fs.Float64("rate_limit", 0, "cap what this side posts at this rate in --rate_units (a software limiter spacing the messages; 0: none)")
 	units := fs.String("rate_units", "g", "units of --rate_limit: M (Mbit/s), g (Gbit/s) or p (messages/s), as perftest's")
@@ -245,6 +248,9 @@ func (p *Params) check() error {
 	}
 	if p.Spin < 0 || p.Spin > time.Second {
 		errs = append(errs, fmt.Sprintf("--spin %v: want 0 .. 1s", p.Spin))
+	}
+	if p.HeldWait < 0 || p.HeldWait > verbs.DefaultHeldWait {
+		errs = append(errs, fmt.Sprintf("--held-wait %v: want 0 .. %v", p.HeldWait, verbs.DefaultHeldWait))
 	}
 	if p.Kind == Lat && p.Bidir {
 		errs = append(errs, "-b: the latency test is a ping-pong already")

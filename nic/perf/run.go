@@ -94,7 +94,7 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	if p.JSON {
 		s.out, s.diag = io.Discard, stderr
 	}
-	s.dev, err = verbs.OpenWith(p.Device, verbs.Options{Spin: p.Spin, NoRing: p.NoRing})
+	s.dev, err = verbs.OpenWith(p.Device, verbs.Options{Spin: p.Spin, HeldWait: p.HeldWait, NoRing: p.NoRing})
 	if err != nil {
 		return err
 	}

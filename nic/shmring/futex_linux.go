@@ -16,7 +16,8 @@ const (
 
 // Wait sleeps while *word == val, at most timeout (negative: no limit), or
 // until a wake. It returns early on a spurious wake-up or a signal: callers
-// re-check their condition in a loop.
+// re-check their condition in a loop. The goroutine's P is released for
+// the sleep (an ordinary blocking system call).
 func Wait(word *uint32, val uint32, timeout time.Duration) {
 	var ts *syscall.Timespec
 	if timeout >= 0 {
@@ -25,6 +26,30 @@ func Wait(word *uint32, val uint32, timeout time.Duration) {
 	}
 	_, _, _ = syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(word)), opFutexWait, uintptr(val),
 		uintptr(unsafe.Pointer(ts)), 0, 0)
+}
+
+// MaxHeldWait bounds WaitHeld's sleep: while it sleeps, no other goroutine
+// runs on its P, the garbage collector's stop-the-world waits for it (a
+// signal need not end the sleep: the runtime's handlers are SA_RESTART),
+// and with GOMAXPROCS=1 the rest of the program stands still.
+const MaxHeldWait = time.Millisecond
+
+// WaitHeld is Wait without handing the goroutine's P back to the Go
+// scheduler (a raw system call), for at most MaxHeldWait. A blocking
+// system call that lasts more than 20 µs has its P taken away by the
+// runtime's monitor thread (sysmon), which then starts another OS thread
+// to look for work; when the call returns, the waiter takes a P back.
+// With GOMAXPROCS=1 that is two or three more thread wake-ups for every
+// completion waited for, and sysmon never slows its 20 µs polling
+// (docs/nic.md, The latency path). A short wait for a completion that is
+// due soon pays none of that; a long wait should be Wait.
+func WaitHeld(word *uint32, val uint32, timeout time.Duration) {
+	if timeout < 0 || timeout > MaxHeldWait {
+		timeout = MaxHeldWait
+	}
+	t := syscall.NsecToTimespec(int64(timeout))
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(word)), opFutexWait, uintptr(val),
+		uintptr(unsafe.Pointer(&t)), 0, 0)
 }
 
 // futexWake wakes every waiter on word (several application goroutines

@@ -447,3 +447,10 @@ func (d *Daemon) SetFlags(f uint32) {
 // a last check) until the daemon or another goroutine wakes it, or timeout
 // passes (negative: no limit). Spurious returns happen: re-check and loop.
 func (a *App) Wait(val uint32, timeout time.Duration) { Wait(a.word(offAppWait), val, timeout) }
+
+// WaitHeld is Wait keeping the goroutine's P, at most MaxHeldWait
+// (WaitHeld, the function): for the first moments of a wait for a
+// completion that is due soon.
+func (a *App) WaitHeld(val uint32, timeout time.Duration) {
+	WaitHeld(a.word(offAppWait), val, timeout)
+}

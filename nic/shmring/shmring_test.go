@@ -400,3 +400,37 @@ func BenchmarkPostPoll(b *testing.B) {
 		a.CQRelease(1)
 	}
 }
+
+// WaitHeld keeps its P, so it must never sleep unbounded: a wait asked for
+// without limit or longer than MaxHeldWait ends by MaxHeldWait (checked
+// with a bound far above it: a loaded machine delays the return, never
+// shortens it), and a wake ends it early.
+func TestWaitHeldBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		wake    bool
+	}{
+		{"no limit asked", -1, false},
+		{"a second asked", time.Second, false},
+		{"woken", time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var word uint32 = 7
+			if tc.wake {
+				go func() {
+					for !atomic.CompareAndSwapUint32(&word, 7, 8) {
+					}
+					futexWake(&word)
+				}()
+			}
+			start := time.Now()
+			for i := 0; i < 10 && atomic.LoadUint32(&word) == 7; i++ {
+				WaitHeld(&word, 7, tc.timeout)
+			}
+			if took := time.Since(start); took > 500*time.Millisecond {
+				t.Fatalf("WaitHeld(%v) took %v in all, want each wait capped at %v", tc.timeout, took, MaxHeldWait)
+			}
+		})
+	}
+}

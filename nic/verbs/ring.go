@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,16 @@ type Options struct {
 	// the cost of a CPU for the budget. Only with the ring (the socket
 	// path always sleeps).
 	Spin time.Duration
+	// HeldWait is how long, after the spin, WaitCQ sleeps on the
+	// completion ring without handing its P back to the Go scheduler
+	// (shmring.WaitHeld), at most shmring.MaxHeldWait; after that it
+	// sleeps as an ordinary blocking system call. 0 never holds the P.
+	// Holding it saves the runtime's monitor thread taking the P away
+	// and waking another OS thread during every wait longer than 20 µs
+	// (with GOMAXPROCS=1, as the perftest-like tools run, that was two
+	// to three more thread wake-ups per completion: docs/nic.md, The
+	// latency path). Only with the ring.
+	HeldWait time.Duration
 	// NoRing keeps the session on the device socket: posts are messages
 	// and completions come back as messages (the path of daemons older
 	// than the rings, which the library falls back to by itself).
@@ -33,18 +44,39 @@ type Options struct {
 // pay there, because the spinner takes the CPU the daemon needs.
 const DefaultSpin = 0
 
-// DefaultOptions are Open's: DefaultSpin and the shared-memory rings,
-// overridden by the environment: MRC_VERBS_SPIN (a duration, e.g. 20us)
-// and MRC_VERBS_RING=0 (stay on the socket). The variables let a test
-// harness or a user try both without rebuilding the application.
+// DefaultHeldWait is Open's HeldWait when the program runs with one P
+// (GOMAXPROCS=1, as the perftest-like tools do): a latency test's
+// completion comes within tens of µs, and a millisecond bounds how long
+// other goroutines (and a garbage collection) can wait for the sleeper.
+// With more Ps Open does not hold one: an idle P spares the waiter the
+// monitor's hand-off, and several goroutines waiting at once (the ranks of
+// an in-process collective) would keep the Ps the others need.
+const DefaultHeldWait = shmring.MaxHeldWait
+
+// DefaultOptions are Open's: DefaultSpin, DefaultHeldWait (with one P,
+// else 0) and the shared-memory rings, overridden by the environment:
+// MRC_VERBS_SPIN (a duration, e.g. 20us), MRC_VERBS_HELD_WAIT (a duration
+// from 0 to 1ms) and MRC_VERBS_RING=0 (stay on the socket). The variables
+// let a test harness or a user try both without rebuilding the
+// application.
 func DefaultOptions() (Options, error) {
 	o := Options{Spin: DefaultSpin}
+	if runtime.GOMAXPROCS(0) == 1 {
+		o.HeldWait = DefaultHeldWait
+	}
 	if v := os.Getenv("MRC_VERBS_SPIN"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Second {
 			return o, fmt.Errorf("verbs: MRC_VERBS_SPIN=%q: want a duration from 0 to 1s, e.g. 20us", v)
 		}
 		o.Spin = d
+	}
+	if v := os.Getenv("MRC_VERBS_HELD_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > shmring.MaxHeldWait {
+			return o, fmt.Errorf("verbs: MRC_VERBS_HELD_WAIT=%q: want a duration from 0 to %v, e.g. 500us (0: never hold the P)", v, shmring.MaxHeldWait)
+		}
+		o.HeldWait = d
 	}
 	switch v := os.Getenv("MRC_VERBS_RING"); v {
 	case "", "1":
@@ -274,7 +306,7 @@ func (d *Device) pollRing(r *ring, out []Completion) (int, error) {
 
 // waitRing is WaitCQ on the ring: spin for the budget, then sleep on the
 // futex until the daemon (or the reader, for socket completions and the
-// device's death) wakes it.
+// device's death) wakes it, keeping the P for the first HeldWait.
 func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 	start := time.Now()
 	ready := func() bool {
@@ -315,6 +347,10 @@ func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 		}
 		v := r.app.SetWaiting(shmring.WaitCQ)
 		if ready() || d.dead.Load() {
+			continue
+		}
+		if held := d.heldWait - time.Since(start); held > 0 {
+			r.app.WaitHeld(v, min(wait, held))
 			continue
 		}
 		r.app.Wait(v, wait)

@@ -118,10 +118,11 @@ type Device struct {
 	// The shared-memory path (ring.go); nil on the socket path. rmu guards
 	// the mapping's life: ring users hold it for reading, Close unmaps
 	// under the write lock (and d.mu, which fail's wake-up holds).
-	rmu  sync.RWMutex
-	ring *ring
-	sqmu sync.Mutex // serialises the SQ's producers
-	spin time.Duration
+	rmu      sync.RWMutex
+	ring     *ring
+	sqmu     sync.Mutex // serialises the SQ's producers
+	spin     time.Duration
+	heldWait time.Duration
 }
 
 // Open connects to the device socket at path (mrc-nicd's device_socket)
@@ -166,6 +167,9 @@ func open(ctx context.Context, path string, o Options) (*Device, error) {
 	if o.Spin < 0 || o.Spin > time.Second {
 		return nil, fmt.Errorf("verbs: spin %v: want 0 to 1s", o.Spin)
 	}
+	if o.HeldWait < 0 || o.HeldWait > DefaultHeldWait {
+		return nil, fmt.Errorf("verbs: held wait %v: want 0 to %v", o.HeldWait, DefaultHeldWait)
+	}
 	var dl net.Dialer
 	nc, err := dl.DialContext(ctx, "unixpacket", path)
 	if err != nil {
@@ -178,7 +182,7 @@ func open(ctx context.Context, path string, o Options) (*Device, error) {
 		c.SetDeadline(t)
 	}
 	d := &Device{conn: c, path: path, pending: map[uint32]chan vproto.Reply{},
-		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin}
+		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin, heldWait: o.HeldWait}
 	go d.reader()
 	var info DeviceInfo
 	if err := d.call(vproto.TypeHello, vproto.Hello{Version: vproto.Version,

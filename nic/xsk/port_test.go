@@ -251,6 +251,91 @@ func TestPortTxSlot(t *testing.T) {
 	}
 }
 
+// TestPortTxRoom: TxRoom is exactly what TxSlot hands out (one less per
+// commit, a refused slot counted once in TxFull at zero), and the transmit
+// pool is bounded and leak-free: after rounds of filling the port, flushing
+// and draining the peer, the room is back to what a fresh port has and the
+// peer got every frame, in order.
+func TestPortTxRoom(t *testing.T) {
+	for _, kind := range []string{"pipe", "xdp"} {
+		t.Run(kind, func(t *testing.T) {
+			a, b, mk := portPair(t, kind)
+			room0 := a.TxRoom()
+			if room0 <= 0 {
+				t.Fatalf("a fresh port has room %d", room0)
+			}
+			const rounds = 5
+			seq := 0
+			var got int
+			for r := range rounds {
+				room := a.TxRoom()
+				if room != room0 {
+					t.Fatalf("round %d: room %d after the peer drained, want %d (a transmit frame leaked)", r, room, room0)
+				}
+				full0 := a.Stats().TxFull
+				for k := 0; ; k++ {
+					if left := a.TxRoom(); left != room-k {
+						t.Fatalf("round %d: room %d after %d commits, want %d", r, left, k, room-k)
+					}
+					slot := a.TxSlot()
+					if slot == nil {
+						if k != room {
+							t.Fatalf("round %d: %d slots before the port was full, TxRoom said %d", r, k, room)
+						}
+						break
+					}
+					f := mk(binary.BigEndian.AppendUint32(nil, uint32(seq)))
+					if err := a.TxCommit(copy(slot, f)); err != nil {
+						t.Fatal(err)
+					}
+					seq++
+				}
+				if d := a.Stats().TxFull - full0; d != 1 {
+					t.Fatalf("round %d: TxFull rose by %d for one refused slot", r, d)
+				}
+				if n, err := a.TxFlush(); n != room || err != nil {
+					t.Fatalf("round %d: TxFlush = %d, %v; want %d", r, n, err, room)
+				}
+				frames, err := recvN(b, room, 10*time.Second)
+				if err != nil {
+					t.Fatalf("round %d: %v", r, err)
+				}
+				for _, f := range frames {
+					if v := binary.BigEndian.Uint32(f[len(f)-4:]); int(v) != got {
+						t.Fatalf("frame %d came out as %d: order lost", got, v)
+					}
+					got++
+				}
+				waitFor(t, "the transmit pool back to its size", 10*time.Second, func() bool {
+					_ = a.Wait(0) // collects completions
+					return a.TxRoom() == room0
+				})
+			}
+			if got != rounds*room0 {
+				t.Fatalf("peer got %d frames, want %d", got, rounds*room0)
+			}
+			if kind != "xdp" {
+				return // a Pipe's frames are the peer's own copies
+			}
+			// On a Socket the path allocates nothing per frame.
+			f := mk(payload(2000, 9))
+			allocs := testing.AllocsPerRun(2000, func() {
+				for a.TxRoom() == 0 {
+					_ = a.Wait(0)
+					_, _ = b.RecvFunc(256, func([]byte) {})
+				}
+				slot := a.TxSlot()
+				_ = a.TxCommit(copy(slot, f))
+				_, _ = a.TxFlush()
+				_, _ = b.RecvFunc(256, func([]byte) {})
+			})
+			if allocs != 0 {
+				t.Fatalf("%v allocations per frame through TxRoom, TxSlot, TxCommit, TxFlush; want 0", allocs)
+			}
+		})
+	}
+}
+
 // TestWaitAny waits on two ports at once: a frame on the second, or Wake on
 // the first, ends the wait.
 func TestWaitAny(t *testing.T) {
