@@ -35,6 +35,7 @@ func main() {
 	busyPoll := flag.Duration("busy-poll", -1, "override the config's busy_poll (e.g. 50us; 0 = sleep at once)")
 	kickThread := flag.Bool("kick-thread", false, "override the config's kick_thread: each port's transmit kicks on a thread of its own (-kick-thread=false turns it off)")
 	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
+	stallClock := flag.Bool("stall-clock", false, "override the config's stall_clock: time the loop was kept off the CPU with ACKs waiting does not count against the engine's timers (docs/nic.md)")
 	showSock := flag.Bool("show-socket", false, "print the config's device socket path and exit (scripts)")
 	flag.Parse()
 	if *cfgPath == "" {
@@ -68,6 +69,9 @@ func main() {
 		cfg.BusyPoll = *busyPoll
 	}
 	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "stall-clock" {
+			cfg.StallClock = *stallClock
+		}
 		if f.Name == "kick-thread" {
 			cfg.KickThread = *kickThread
 		}

@@ -111,6 +111,13 @@ type Config struct {
 	// once. Polling saves a scheduler wakeup per message (lower latency)
 	// and costs that much CPU per idle period.
 	BusyPoll time.Duration `yaml:"busy_poll,omitempty"`
+	// StallClock takes the time the run loop's thread was kept off the CPU
+	// (beyond 500 µs, with a receive backlog and data in flight) off the
+	// engine's clock, so that a stall does not fire the timers of packets
+	// whose ACKs wait in the ring (nic/daemon/rx.go, docs/nic.md). Off by
+	// default: with it, S5's repaired share was 3-4 % short in the lab
+	// (docs/engine.md "Spurious timeouts, the daemon's side").
+	StallClock bool `yaml:"stall_clock,omitempty"`
 	// KickThread moves each port's transmit kicks (sendto) to a thread of
 	// their own (nic/xsk, SocketConfig.KickThread). In copy mode the kick
 	// is the transmit itself, so the engine's encode and the kernel's copy

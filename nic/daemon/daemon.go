@@ -80,6 +80,7 @@ type Daemon struct {
 	metrics *http.Server
 
 	start  time.Time
+	clk    loopClock // the engine's clock (rx.go); loop only
 	cmds   chan func()
 	pq     postQueue
 	evfd   int
@@ -107,8 +108,11 @@ type Daemon struct {
 	rxNow   mrc.Time
 	running atomic.Bool
 	stopped chan struct{}
-	cap     *capture
-	tele    teleState // telemetry.go
+	// turnHook, when set (tests only, on the loop), runs at the start of
+	// every loop turn: StallLoop blocks the loop with it.
+	turnHook func()
+	cap      *capture
+	tele     teleState // telemetry.go
 
 	c counters
 }
@@ -143,6 +147,8 @@ type counters struct {
 	appWakes      atomic.Uint64 `metric:"ring_app_wakes" help:"Times the run loop woke an application sleeping on its ring."`
 	ringFailures  atomic.Uint64 `metric:"ring_failures" help:"Sessions closed because their shared-memory ring was corrupt."`
 	ringOverflows atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
+	stalls        atomic.Uint64 `metric:"loop_stalls" help:"Times the run loop found a receive backlog after not running for more than 500 µs (descheduled, woke late)."`
+	stalledNs     atomic.Uint64 `metric:"loop_stalled_ns" help:"Time the stalls took off the engine's clock, ns: the timers do not count it."`
 }
 
 // qpState is the daemon's view of one engine QP.
@@ -176,6 +182,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, rings: map[uint32]*ringSession{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
+	d.clk.start = d.start
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
 	defer func() {
@@ -320,7 +327,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = <-loopErr
 	case err = <-loopErr:
 	}
-	d.log.Info("mrc-nicd stopping")
+	d.log.Info("mrc-nicd stopping", "loop_stalls", d.c.stalls.Load(), "stalled_off_clock", time.Duration(d.c.stalledNs.Load()))
 	d.running.Store(false)
 	d.svc.Close("mrc-nicd is shutting down")
 	d.closeResources()
@@ -374,7 +381,8 @@ func (d *Daemon) closeResources() {
 	d.cap = nil
 }
 
-func (d *Daemon) now() mrc.Time { return mrc.Time(time.Since(d.start)) }
+// now is the engine's time (the loop's clock, rx.go); loop only.
+func (d *Daemon) now() mrc.Time { return d.clk.now() }
 
 func (d *Daemon) watchCarrier(i int, c *xsk.Carrier) {
 	for ev := range c.Events() {
@@ -436,7 +444,6 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
 		}
 	}
-	const rxBatch = 64
 	busy := d.cfg.BusyPoll
 	var lastWork time.Time
 	for {
@@ -446,6 +453,17 @@ func (d *Daemon) loop(ctx context.Context) error {
 			return nil
 		}
 		d.c.loops.Add(1)
+		if d.turnHook != nil {
+			d.turnHook()
+		}
+		// stall_clock: a stall with ACKs waiting does not count against
+		// the engine's timers (rx.go).
+		if d.cfg.StallClock {
+			if off := d.clk.turn(d.stallAtRisk); off > 0 {
+				d.c.stalls.Add(1)
+				d.c.stalledNs.Add(uint64(off))
+			}
+		}
 		work := 0
 		// Posts first, then requests: a session's CreateQP and Connect
 		// complete (exec) before it can post, and what it posted before a
@@ -463,15 +481,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			break
 		}
 		now := d.now()
-		d.rxNow = now
-		for i, p := range d.ports {
-			n, err := p.RecvFunc(rxBatch, d.rxFns[i])
-			if err != nil && !errors.Is(err, xsk.ErrClosed) {
-				d.log.Warn("port receive", "port", p.Name(), "err", err)
-			}
-			d.c.rxFrames.Add(uint64(n))
-			work += n
-		}
+		work += d.receive(now)
 		work += d.feedBacklogs(now)
 		work += d.sendPathProbes(now)
 		work += d.transmit(now)
@@ -571,7 +581,10 @@ func (d *Daemon) idle(ctx context.Context) {
 			dl = t
 		}
 	}
-	dl = min(dl, d.tele.next, d.delayDeadline())
+	dl = min(dl, d.tele.next)
+	if t := d.delayDeadline(); t != mrc.Never {
+		dl = min(dl, t-d.clk.debt) // the delay lines run on wall time
+	}
 	wait := time.Duration(dl - now)
 	if dl == mrc.Never || wait > 100*time.Millisecond {
 		wait = 100 * time.Millisecond // ctx is checked at least this often
@@ -591,6 +604,9 @@ func (d *Daemon) idle(ctx context.Context) {
 		return
 	}
 	d.c.sleeps.Add(1)
+	// The sleep is the loop's own: it is no stall (rx.go).
+	slept := time.Now()
+	defer func() { d.clk.asleep(time.Since(slept)) }()
 	if !d.fdPoll {
 		// In-memory ports have no fd: wait on each in turn, briefly.
 		slice := min(wait, 200*time.Microsecond)

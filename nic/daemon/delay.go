@@ -189,17 +189,35 @@ func (d *delayPort) pumpTx(now int64) {
 	d.txC.store(d.tx.Counters())
 }
 
-// RecvFunc moves due transmissions out, takes what the port received into
-// the receive line, and hands up to max due frames to fn.
+// RecvFunc moves due transmissions out, takes everything the port
+// received into the receive line (as much as the line has room for), and
+// hands up to max due frames to fn. Taking it all stamps each frame with
+// the first turn that saw it: one batch per call would leave the rest in
+// the port's ring, each later call stamping them later, and after a stall
+// their delay (and their ACKs' age at the peer) would grow by the backlog.
 func (d *delayPort) RecvFunc(max int, fn func(frame []byte)) (int, error) {
 	now := d.now()
 	d.pumpTx(now)
 	d.putNow = now
-	_, err := d.Port.RecvFunc(max, d.fill)
+	var err error
+	for room := d.rx.Cap() - d.rx.Len(); room > 0; {
+		want := min(max, room)
+		var got int
+		got, err = d.Port.RecvFunc(want, d.fill)
+		room -= got
+		if err != nil || got < want {
+			break
+		}
+	}
 	n := d.rx.Release(now, max, fn)
 	d.rxC.store(d.rx.Counters())
 	return n, err
 }
+
+// RxPending is how many received frames are due for the engine now (up
+// to a receive batch): frames still in the port, or held in the receive
+// line, have not arrived yet on the delayed wire.
+func (d *delayPort) RxPending() int { return d.rx.Ready(d.now(), rxBatch) }
 
 // due is the earliest time a held frame is due in either line.
 func (d *delayPort) due() (mrc.Time, bool) {
@@ -218,7 +236,7 @@ func (d *Daemon) wrapDelayPorts() error {
 		if cp.Delay <= 0 {
 			continue
 		}
-		dp, err := newDelayPort(d.ports[i], cp, func() int64 { return int64(d.now()) })
+		dp, err := newDelayPort(d.ports[i], cp, func() int64 { return int64(d.clk.wall()) })
 		if err != nil {
 			return err
 		}

@@ -119,3 +119,59 @@ func TestDelayPort(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayPortStampsBacklogOnce: frames waiting in the port when the loop
+// looks (after a stall: more than one receive batch) all enter the receive
+// line at that look, so they leave it one delay later, not a delay after
+// the later call that would have taken each batch.
+func TestDelayPortStampsBacklogOnce(t *testing.T) {
+	const delay = 5 * time.Millisecond
+	for _, tc := range []struct {
+		name          string
+		backlog, pool int
+		wantOut       int // frames at the engine one delay after the look
+	}{
+		{"one batch", 40, 256, 40},
+		{"a stall's backlog", 150, 256, 150},
+		{"more than the pool", 300, 256, 256},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := xsk.NewPipe("a", "b", 0)
+			now := int64(0)
+			dp, err := newDelayPort(a, config.Port{Name: "p0", Delay: delay, DelayFrames: tc.pool}, func() int64 { return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < tc.backlog; i++ {
+				if _, err := b.Send([][]byte{{byte(i), byte(i >> 8)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := 0
+			count := func(f []byte) { got++ }
+			// The look: nothing is due yet.
+			if n, err := dp.RecvFunc(64, count); n != 0 || err != nil {
+				t.Fatalf("RecvFunc at 0 = %d, %v: want nothing due", n, err)
+			}
+			if held := dp.rx.Len(); held != min(tc.backlog, tc.pool) {
+				t.Fatalf("the receive line holds %d of %d waiting frames after one look (pool %d)", held, tc.backlog, tc.pool)
+			}
+			if p := dp.RxPending(); p != 0 {
+				t.Fatalf("RxPending %d before the delay: no frame has arrived on the delayed wire", p)
+			}
+			// One delay later, the loop drains in batches.
+			now = int64(delay)
+			if p, want := dp.RxPending(), min(tc.wantOut, rxBatch); p != want {
+				t.Fatalf("RxPending %d one delay later, want %d (up to a batch)", p, want)
+			}
+			for k := 0; k < 10; k++ {
+				if n, _ := dp.RecvFunc(64, count); n < 64 {
+					break
+				}
+			}
+			if got != tc.wantOut {
+				t.Fatalf("%d frames reached the engine one delay after %d were waiting, want %d", got, tc.backlog, tc.wantOut)
+			}
+		})
+	}
+}

@@ -160,6 +160,17 @@ func (l *Line) Release(now int64, max int, fn func(frame []byte)) int {
 	return k
 }
 
+// Ready is how many held frames are due at now, counting up to max.
+func (l *Line) Ready(now int64, max int) int {
+	k := 0
+	for ; k < max && k < l.n; k++ {
+		if l.at[(l.head+k)%len(l.bufs)] > now {
+			break
+		}
+	}
+	return k
+}
+
 // Next is when the oldest held frame is due, and false when none is held.
 func (l *Line) Next() (int64, bool) {
 	if l.n == 0 {

@@ -226,6 +226,14 @@ func (p *PipePort) RecvFunc(max int, fn func(frame []byte)) (int, error) {
 	return n, nil
 }
 
+// RxPending is how many frames are queued for this end.
+func (p *PipePort) RxPending() int {
+	q := p.in
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.frames)
+}
+
 // Recv copies up to len(bufs) queued frames into bufs.
 func (p *PipePort) Recv(bufs [][]byte) (int, error) {
 	n := 0

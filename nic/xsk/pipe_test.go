@@ -155,3 +155,22 @@ func TestPipeWake(t *testing.T) {
 		t.Fatal("Wait did not return after Wake")
 	}
 }
+
+func TestPipeRxPending(t *testing.T) {
+	a, b := NewPipe("a", "b", 0)
+	for _, step := range []struct{ send, take, want int }{{0, 0, 0}, {10, 0, 10}, {0, 4, 6}, {5, 64, 0}} {
+		for i := 0; i < step.send; i++ {
+			if _, err := a.Send([][]byte{{1, 2, 3}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step.take > 0 {
+			if _, err := b.RecvFunc(step.take, func([]byte) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := b.RxPending(); got != step.want {
+			t.Fatalf("after sending %d and reading %d: RxPending %d, want %d", step.send, step.take, got, step.want)
+		}
+	}
+}

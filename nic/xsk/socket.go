@@ -651,6 +651,16 @@ func (s *Socket) Wake() {
 }
 
 // Stats returns the counters; safe from any goroutine.
+// RxPending is how many descriptors wait in the RX ring now (the kernel's
+// producer index against this socket's consumer index): what arrived and
+// is not read yet. Call it from the receiving goroutine.
+func (s *Socket) RxPending() int {
+	if s.closed {
+		return 0
+	}
+	return int(atomic.LoadUint32(s.rx.prod) - s.rx.cachedCons)
+}
+
 func (s *Socket) Stats() Stats {
 	st := Stats{
 		RxFrames:     s.c.rxFrames.Load(),

@@ -609,6 +609,40 @@ func TestWaitZeroNoPoll(t *testing.T) {
 	}
 }
 
+// TestRxPending: the RX ring's backlog is what arrived and was not read,
+// counted exactly as frames are sent and taken out (the daemon's stall
+// clock asks it after the loop did not run).
+func TestRxPending(t *testing.T) {
+	requireXDP(t)
+	n := newVethNet(t, 3000)
+	a, b := openPair(t, n, 64)
+	if got := b.RxPending(); got != 0 {
+		t.Fatalf("RxPending %d before anything was sent", got)
+	}
+	const sent = 40
+	var frames [][]byte
+	for i := range sent {
+		frames = append(frames, udpFrame(n.macB, n.macA, n.addrA, n.addrB, 1000, 4791, payload(100, byte(i))))
+	}
+	if k, err := a.Send(frames); k != sent || err != nil {
+		t.Fatalf("Send = %d, %v", k, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); b.RxPending() < sent && time.Now().Before(deadline); {
+		_ = a.Wait(0) // kick the transmission
+		_ = b.Wait(10 * time.Millisecond)
+	}
+	for _, step := range []struct{ take, want int }{{0, sent}, {15, sent - 15}, {64, 0}} {
+		if step.take > 0 {
+			if _, err := b.RecvFunc(step.take, func([]byte) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := b.RxPending(); got != step.want {
+			t.Fatalf("after reading %d: RxPending %d, want %d (B %+v)", step.take, got, step.want, b.Stats())
+		}
+	}
+}
+
 // TestKickThreadNoLostWakeup: with the kick thread, one Send is the only
 // poke a frame gets; the test never calls Send or Wait on A again until B
 // has the frame. A poke lost between the kick thread's last look at the ring
