@@ -137,8 +137,7 @@ type counters struct {
 	wakes         atomic.Uint64 `metric:"wakes" help:"Times the run loop was woken."`
 	rxFrames      atomic.Uint64 `metric:"rx_frames" help:"Frames the run loop took from the ports."`
 	txFrames      atomic.Uint64 `metric:"tx_frames" help:"Frames the run loop handed to the ports."`
-	txBacklogFull atomic.Uint64 `metric:"tx_queue_full" help:"Frames the engine emitted with no free transmit frame on their port (dropped; the engine recovers them as losses)."`
-	txRoomWaits   atomic.Uint64 `metric:"tx_room_waits" help:"Transmit rounds in which the engine was not polled: a port had too few free transmit frames for a burst."`
+	txBacklogFull atomic.Uint64 `metric:"tx_queue_full" help:"Posts refused because a QP's backlog was full."`
 	postErrors    atomic.Uint64 `metric:"post_errors" help:"Work requests the engine refused."`
 	badOwner      atomic.Uint64 `metric:"not_owner" help:"Requests for a QP the session does not own."`
 	cqes          atomic.Uint64 `metric:"cqes" help:"Completions delivered to sessions."`
@@ -523,25 +522,24 @@ func (d *Daemon) rxFn(i int) func(frame []byte) {
 // transmit asks the engine for frames and sends them (the engine paces).
 func (d *Daemon) transmit(now mrc.Time) int {
 	sent := 0
-	// Frames built since the last round (OAM replies, path probes) go
-	// first, in order.
+	// What a full ring left queued goes first, in order.
 	for i := range d.txq {
-		sent += d.txq[i].flush(&d.c)
+		sent += d.txq[i].flush(d.ports[i], &d.c)
 	}
 	// The engine emits at most a burst of data plus queued control per
-	// Poll and cannot be told to stop, so Poll only when every port has
-	// free transmit frames for that; what still does not fit is dropped
-	// (counted) and the engine recovers it as a loss.
+	// Poll and cannot be told to stop, so Poll only when every queue has
+	// room for that; what still does not fit is dropped (counted) and the
+	// engine recovers it as a loss.
 	for i := range d.txq {
-		if !d.txq[i].ready(&d.c) {
+		if d.txq[i].room() < pollRoom {
 			return sent
 		}
 	}
-	// The engine encodes straight into the ports' transmit frames (UMEM):
-	// a data payload is copied once, from registered memory.
+	// The engine encodes straight into the port queues' buffers, so a
+	// data payload is copied twice (memory to queue, queue to UMEM).
 	d.eng.PollInto(now, d.txSlot, d.txCommit)
 	for i := range d.txq {
-		sent += d.txq[i].flush(&d.c)
+		sent += d.txq[i].flush(d.ports[i], &d.c)
 	}
 	return sent
 }

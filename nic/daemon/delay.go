@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -18,13 +17,9 @@ import (
 // delayPort is a port whose wire has a propagation delay (config Port
 // delay): frames the engine transmits wait in one delay line before they
 // reach the port, frames the port receives wait in another before they
-// reach the engine. Both lines hold frames in pools of their own
-// (nic/delayline), so no UMEM frame is held while a frame waits, nothing
-// allocates per frame, and a full pool drops (counted) rather than blocks.
-// The engine encodes a frame straight into the transmit line's pool
-// (TxSlot); it is copied into the UMEM when due. So a delayed port costs
-// one copy more than a plain one, and only it: the copy that keeps a held
-// frame valid without pinning the port's bounded UMEM for the delay.
+// reach the engine. Both lines copy frames into pools of their own
+// (nic/delayline), so no UMEM frame is held, nothing allocates per frame,
+// and a full pool drops (counted) rather than blocks.
 //
 // It wraps the xsk.Port, so the run loop needs no other change than the
 // wakeup at the next due frame (delayDeadline): its RecvFunc, called every
@@ -38,11 +33,8 @@ type delayPort struct {
 	batch  [][]byte
 	one    [][]byte // SendFunc's one-frame batch over scratch
 	frame  int
-	// committed counts the frames TxCommit put in the line (or dropped,
-	// the line being full) since the last TxFlush.
-	committed int
-	fill      func(frame []byte) // rx.Put at putNow, bound once (no closure per turn)
-	putNow    int64
+	fill   func(frame []byte) // rx.Put at putNow, bound once (no closure per turn)
+	putNow int64
 	// Mirrors of the lines' counters for the metrics goroutine.
 	txC, rxC delayCounters
 }
@@ -81,7 +73,7 @@ func newDelayPort(p xsk.Port, cp config.Port, now func() int64) (*delayPort, err
 	if err != nil {
 		return nil, err
 	}
-	d := &delayPort{Port: p, tx: tx, rx: rx, now: now, batch: make([][]byte, 0, pumpBatch), one: [][]byte{make([]byte, frame)}, frame: frame}
+	d := &delayPort{Port: p, tx: tx, rx: rx, now: now, batch: make([][]byte, 0, txBatch), one: [][]byte{make([]byte, frame)}, frame: frame}
 	d.fill = func(f []byte) { d.rx.Put(d.putNow, f) }
 	return d, nil
 }
@@ -97,48 +89,11 @@ func (d *delayPort) FD() int {
 	return -1
 }
 
-// pumpBatch is the most due frames handed to the port in one Send.
-const pumpBatch = 64
-
-// TxSlot is the transmit line's next pool buffer, for the frame to be
-// built in place. With the pool full it first moves the due frames out;
-// if it is still full, it is a scratch buffer: TxCommit then drops the
-// frame (counted in the line), as a wire that cannot hold it would; the
-// line never refuses a frame.
-func (d *delayPort) TxSlot() []byte {
-	if b := d.tx.Slot(); b != nil {
-		return b
-	}
-	d.pumpTx(d.now())
-	if b := d.tx.Slot(); b != nil {
-		return b
-	}
-	return d.one[0][:cap(d.one[0])]
-}
-
-// TxCommit puts the frame of n bytes built in the last TxSlot in the line.
-func (d *delayPort) TxCommit(n int) error {
-	if n <= 0 || n > d.frame {
-		return fmt.Errorf("daemon: TxCommit of %d bytes on delayed port %s: must be 1..%d", n, d.Name(), d.frame)
-	}
-	d.tx.Commit(d.now(), n)
-	d.committed++
-	return nil
-}
-
-// TxFlush moves the line's due frames to the port and reports the frames
-// committed since the last TxFlush as sent (those the full line dropped
-// too: they are lost on the wire).
-func (d *delayPort) TxFlush() (int, error) {
-	n := d.committed
-	d.committed = 0
-	d.pumpTx(d.now())
-	return n, nil
-}
-
-// TxRoom is the line's pool: a delayed port never refuses a frame (a full
-// line drops it, counted), so the engine is never held back by it.
-func (d *delayPort) TxRoom() int { return d.tx.Cap() }
+// TxSlot builds no frame in the port: every frame goes through Send and
+// the transmit line.
+func (d *delayPort) TxSlot() []byte        { return nil }
+func (d *delayPort) TxCommit(int) error    { return errDelayTxSlot }
+func (d *delayPort) TxFlush() (int, error) { return 0, nil }
 
 // Recv is not used by the daemon (it receives with RecvFunc).
 func (d *delayPort) Recv([][]byte) (int, error) { return 0, errDelayRecv }
@@ -176,7 +131,7 @@ func (d *delayPort) SendFunc(max int, build func(frame []byte) int) (int, error)
 // ring takes; the rest wait, in order.
 func (d *delayPort) pumpTx(now int64) {
 	for d.tx.Len() > 0 {
-		d.batch = d.tx.Due(now, pumpBatch, d.batch[:0])
+		d.batch = d.tx.Due(now, txBatch, d.batch[:0])
 		if len(d.batch) == 0 {
 			break
 		}
@@ -228,7 +183,10 @@ func (d *delayPort) due() (mrc.Time, bool) {
 	return mrc.Time(t), ok
 }
 
-var errDelayRecv = errors.New("daemon: a delayed port hands frames out through RecvFunc only")
+var (
+	errDelayRecv   = errors.New("daemon: a delayed port hands frames out through RecvFunc only")
+	errDelayTxSlot = errors.New("daemon: a delayed port has no transmit slots; send with Send")
+)
 
 // wrapDelayPorts puts a delay line on every port whose config asks for one.
 func (d *Daemon) wrapDelayPorts() error {

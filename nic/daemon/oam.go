@@ -198,7 +198,7 @@ func (d *Daemon) oamSend(req vproto.CtlRequest) (chan oamAnswer, uint32, vproto.
 	}
 	buf := d.txq[i].slot()
 	if buf == nil {
-		return nil, 0, vproto.OAMResult{}, fmt.Errorf("port %s has no free transmit frame (its ring is full); try again", port.PortName())
+		return nil, 0, vproto.OAMResult{}, fmt.Errorf("port %s's transmit queue is full; try again", port.PortName())
 	}
 	n, err := oam.Build(buf, oam.Net{SrcMAC: port.MAC, DstMAC: port.NeighborMAC,
 		Src: wire.Addr128FromNetip(port.Address), Dst: dst, Target: target},

@@ -5,94 +5,124 @@ import (
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
-// pollRoom is the free transmit frames every port needs before the engine
-// is polled: a data burst (64) plus a control backlog. A port with fewer
-// frames in all (an in-memory test pipe) needs half of them.
+// txBatch is the most frames handed to a port in one Send.
+const txBatch = 64
+
+// txQueueLen bounds the frames waiting for a port's TX ring to take them.
+const txQueueLen = 4096
+
+// pollRoom is the free room every port queue needs before the engine is
+// polled: a data burst (64) plus a control backlog.
 const pollRoom = 1024
 
-// txRetry is how soon an idle loop looks again at a port that was too full
-// to poll the engine: its completions arrive without a readable fd.
-const txRetry = 20 * mrc.Microsecond
-
-// portTx is one port's transmit side: the engine encodes each frame
-// straight into one of the port's own transmit frames (TxSlot: a UMEM
-// chunk on an AF_XDP port), so a data payload is copied once, from the
-// application's registered memory into the frame, and nothing is
-// allocated per frame. There is no queue of its own: the port's bounded
-// frame pool is the only buffer, and its free frames are the room the
-// engine is polled against (ready). Frames reach the kernel in the order
-// they were built, each TxFlush publishing what was committed since the
-// last. It does not pace: the engine is the one pacer (a port's PacingBps
-// is its plane's rate in the engine, EngineConfig); a second pacer here
-// would hold frames the engine already counted as sent, their ACK timers
-// running, and it did (TestPacedPorts: 1-6 % of a paced write
-// retransmitted on a lossless pipe, every one by timeout).
+// portTx is one port's transmit queue: frames the engine's Poll encoded,
+// sent in batches. It holds a frame only while the port's ring is full; it
+// does not pace. The engine is the one pacer (a port's PacingBps is its
+// plane's rate in the engine, EngineConfig): a second pacer here would hold
+// frames the engine already counted as sent, their ACK timers running, and
+// it did (TestPacedPorts: 1-6 % of a paced write retransmitted on a
+// lossless pipe, every one by timeout).
 //
-// A delayed port (delay.go) hands out its delay line's buffers instead:
-// the one copy there is from the line into the UMEM when a frame is due.
+// Frames are built straight in the port's transmit buffers (the UMEM on an
+// AF_XDP port: one payload copy, from the application's memory, per frame)
+// while the port has room and nothing is queued; only when it is full do
+// they go to the queue's own buffers, to be copied to the port later in
+// order.
 type portTx struct {
-	port    xsk.Port
-	need    int    // room (free frames) the port needs before a Poll
-	last    []byte // the buffer slot last returned (nil: none)
-	pending int    // frames committed, not yet flushed
-	blocked bool   // the last ready found too little room: retry soon
+	bufs  [][]byte // ring of txQueueLen frame buffers
+	head  int      // first queued
+	n     int      // queued
+	batch [][]byte
+
+	port    xsk.Port // where slot asks for a transmit buffer first
+	direct  []byte   // the port's buffer slot last returned (nil: a queue buffer)
+	pending int      // frames committed to the port, not yet flushed
 }
 
 func (t *portTx) init(p xsk.Port) {
 	t.port = p
-	t.need = max(1, min(pollRoom, p.TxRoom()/2))
-}
-
-// ready reports whether the port has room for what one Poll may emit. The
-// engine cannot be told to stop mid-Poll (a frame with no buffer is
-// dropped and recovered as a loss), so it is polled only when every port
-// is ready; a port that is not counts the wait and asks the idle loop to
-// look again soon (next).
-func (t *portTx) ready(c *counters) bool {
-	t.blocked = t.port.TxRoom() < t.need
-	if t.blocked {
-		c.txRoomWaits.Add(1)
+	t.bufs = make([][]byte, txQueueLen)
+	size := xsk.FrameSize
+	if m, ok := p.(interface{ MaxFrame() int }); ok {
+		size = m.MaxFrame() // a 4 KiB RoCE MTU frame needs a multi-buffer slot
 	}
-	return !t.blocked
+	for i := range t.bufs {
+		t.bufs[i] = make([]byte, 0, size)
+	}
+	t.batch = make([][]byte, 0, txBatch)
 }
 
-// slot is the port's buffer the next frame is encoded into, or nil when
-// the port has no free frame.
+func (t *portTx) room() int { return len(t.bufs) - t.n }
+
+// slot is the buffer the next frame is encoded into (nil when the queue is
+// full): the port's own while it has room and nothing waits in the queue
+// (frames leave in order), else the queue's. push queues it once n bytes
+// are written and returns the frame.
 func (t *portTx) slot() []byte {
-	t.last = t.port.TxSlot()
-	return t.last
-}
-
-// push commits the n bytes written into the last slot and returns the
-// frame (valid until the next slot), or nil when there was no slot.
-func (t *portTx) push(n int) []byte {
-	b := t.last
-	t.last = nil
-	// slot just returned b and n fits it (the encoder wrote n bytes into
-	// it), so TxCommit has nothing to refuse.
-	if b == nil || t.port.TxCommit(n) != nil {
+	t.direct = nil
+	if t.n == 0 && t.port != nil {
+		if b := t.port.TxSlot(); b != nil {
+			t.direct = b
+			return b
+		}
+	}
+	if t.n == len(t.bufs) {
 		return nil
 	}
-	t.pending++
-	return b[:n]
+	b := t.bufs[(t.head+t.n)%len(t.bufs)]
+	return b[:cap(b)]
 }
 
-// flush hands the committed frames to the kernel with at most one kick.
-func (t *portTx) flush(c *counters) int {
-	if t.pending == 0 {
-		return 0
+func (t *portTx) push(n int) []byte {
+	if d := t.direct; d != nil {
+		t.direct = nil
+		// TxSlot just returned this buffer and n fits it (the encoder
+		// wrote n bytes into it), so TxCommit has nothing to refuse.
+		if err := t.port.TxCommit(n); err == nil {
+			t.pending++
+			return d[:n]
+		}
+		return nil
 	}
-	n, _ := t.port.TxFlush()
-	t.pending = 0
-	c.txFrames.Add(uint64(n))
-	return n
+	i := (t.head + t.n) % len(t.bufs)
+	t.bufs[i] = t.bufs[i][:n]
+	t.n++
+	return t.bufs[i]
 }
 
-// next is when to look at a port again that was too full to poll the
-// engine (mrc.Never when it was not).
+// flush sends what the port's ring takes.
+func (t *portTx) flush(p xsk.Port, c *counters) int {
+	sent := 0
+	if t.pending > 0 {
+		// The frames built in the port go first: whatever is queued was
+		// encoded after them.
+		n, _ := p.TxFlush()
+		t.pending = 0
+		sent += n
+		c.txFrames.Add(uint64(n))
+	}
+	for t.n > 0 {
+		t.batch = t.batch[:0]
+		for k := 0; k < t.n && len(t.batch) < txBatch; k++ {
+			t.batch = append(t.batch, t.bufs[(t.head+k)%len(t.bufs)])
+		}
+		n, err := p.Send(t.batch)
+		t.head = (t.head + n) % len(t.bufs)
+		t.n -= n
+		sent += n
+		c.txFrames.Add(uint64(n))
+		if err != nil || n < len(t.batch) {
+			break
+		}
+	}
+	return sent
+}
+
+// next is when to retry a port whose ring was full (mrc.Never when nothing
+// waits).
 func (t *portTx) next(now mrc.Time) mrc.Time {
-	if !t.blocked {
+	if t.n == 0 {
 		return mrc.Never
 	}
-	return now + txRetry
+	return now + 20*mrc.Microsecond
 }

@@ -74,48 +74,11 @@ func (l *Line) Put(now int64, frame []byte) bool {
 		return false
 	}
 	l.bufs[i] = append(b[:0], frame...)
-	l.hold(i, now)
-	return true
-}
-
-// hold makes slot i, just filled, the newest held frame.
-func (l *Line) hold(i int, now int64) {
 	l.at[i] = now + l.delay
 	l.n++
 	l.c.In++
 	l.c.Held = uint64(l.n)
 	l.c.PeakHeld = max(l.c.PeakHeld, l.c.Held)
-}
-
-// Slot returns the pool buffer the next frame may be built in (its whole
-// capacity), or nil when the pool is full; Commit(now, n) then puts the n
-// bytes built in it into the line. Slot and Commit are Put without its
-// copy: mrc-nicd's engine encodes a delayed port's frames straight into
-// the line. A Slot not committed is handed out again.
-func (l *Line) Slot() []byte {
-	if l.n == len(l.bufs) {
-		return nil
-	}
-	b := l.bufs[(l.head+l.n)%len(l.bufs)]
-	return b[:cap(b)]
-}
-
-// Commit puts the frame of n bytes built in the last Slot into the line at
-// now. Like Put it reports false, and counts the frame, when the pool is
-// full (Slot returned nil: the frame was built elsewhere and is dropped) or
-// n exceeds a buffer.
-func (l *Line) Commit(now int64, n int) bool {
-	if l.n == len(l.bufs) {
-		l.c.Dropped++
-		return false
-	}
-	i := (l.head + l.n) % len(l.bufs)
-	if n > cap(l.bufs[i]) || n < 0 {
-		l.c.TooLong++
-		return false
-	}
-	l.bufs[i] = l.bufs[i][:n]
-	l.hold(i, now)
 	return true
 }
 

@@ -58,41 +58,28 @@ func TestLineScript(t *testing.T) {
 			{t: 11 * ms, rel: 5, want: "cd"},
 		}, want: Counters{In: 4, Out: 4, PeakHeld: 2}},
 	} {
-		// Every script twice: frames copied in by Put, and built in the
-		// pool's own buffers (Slot, Commit), the same line either way.
-		for _, inPlace := range []bool{false, true} {
-			t.Run(tc.name+map[bool]string{false: "/Put", true: "/Slot+Commit"}[inPlace], func(t *testing.T) {
-				l, err := New(d, tc.capacity, 8)
-				if err != nil {
-					t.Fatal(err)
-				}
-				put := func(now int64, f string) bool {
-					if !inPlace {
-						return l.Put(now, []byte(f))
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(d, tc.capacity, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				if s.rel > 0 {
+					var got strings.Builder
+					l.Release(s.t, s.rel, func(f []byte) { got.Write(f) })
+					if got.String() != s.want {
+						t.Fatalf("step %d: released %q at %v, want %q", i, got.String(), time.Duration(s.t), s.want)
 					}
-					if b := l.Slot(); b != nil {
-						copy(b, f)
-					}
-					return l.Commit(now, len(f))
+					continue
 				}
-				for i, s := range tc.steps {
-					if s.rel > 0 {
-						var got strings.Builder
-						l.Release(s.t, s.rel, func(f []byte) { got.Write(f) })
-						if got.String() != s.want {
-							t.Fatalf("step %d: released %q at %v, want %q", i, got.String(), time.Duration(s.t), s.want)
-						}
-						continue
-					}
-					if ok := put(s.t, s.put); ok != s.ok {
-						t.Fatalf("step %d: put(%q) = %v, want %v", i, s.put, ok, s.ok)
-					}
+				if ok := l.Put(s.t, []byte(s.put)); ok != s.ok {
+					t.Fatalf("step %d: Put(%q) = %v, want %v", i, s.put, ok, s.ok)
 				}
-				if c := l.Counters(); c != tc.want {
-					t.Fatalf("counters %+v, want %+v", c, tc.want)
-				}
-			})
-		}
+			}
+			if c := l.Counters(); c != tc.want {
+				t.Fatalf("counters %+v, want %+v", c, tc.want)
+			}
+		})
 	}
 }
 
@@ -133,8 +120,6 @@ func TestNoAllocPerFrame(t *testing.T) {
 	fn := func(f []byte) { sink += len(f) }
 	allocs := testing.AllocsPerRun(1000, func() {
 		l.Put(now, frame)
-		copy(l.Slot(), frame)
-		l.Commit(now, len(frame))
 		now += 1000
 		l.Release(now, 64, fn)
 	})

@@ -159,18 +159,6 @@ func (p *PipePort) TxSlot() []byte {
 	return p.slot
 }
 
-// TxRoom is the room left in the peer's queue for committed frames.
-func (p *PipePort) TxRoom() int {
-	if p.closed.Load() {
-		return 0
-	}
-	q := p.out
-	q.mu.Lock()
-	room := q.depth - len(q.frames) - len(p.pend)
-	q.mu.Unlock()
-	return max(room, 0)
-}
-
 // TxCommit queues the n bytes built in the last TxSlot's buffer.
 func (p *PipePort) TxCommit(n int) error {
 	if p.closed.Load() {

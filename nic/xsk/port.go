@@ -35,10 +35,6 @@ type Port interface {
 	// itself: no copy. A slot not committed is handed out again.
 	TxSlot() []byte
 	TxCommit(n int) error
-	// TxRoom is how many frames TxSlot can hand out before the port is
-	// full: the free transmit buffers (UMEM slots on a Socket) the caller
-	// may count on before it starts a burst.
-	TxRoom() int
 	TxFlush() (int, error)
 	// Wait blocks until a frame can be received, Wake is called or timeout
 	// passes; a negative timeout waits without limit. It also pushes out

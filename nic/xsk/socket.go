@@ -445,23 +445,6 @@ func (s *Socket) TxSlot() []byte {
 	return s.umem[addr : addr+s.slotLen : addr+s.slotLen]
 }
 
-// TxRoom is how many frames TxSlot can hand out now, each up to MaxFrame
-// bytes: the free transmit slots (after collecting completions), bounded by
-// the tx ring's free descriptors net of the committed, unflushed frames.
-// It is the room a caller that cannot stop mid-burst checks first (the NIC
-// daemon polls its engine only when every port has room for a burst).
-func (s *Socket) TxRoom() int {
-	if s.closed {
-		return 0
-	}
-	s.reclaim()
-	free := s.tx.free(s.tx.size)
-	if free <= s.txPend {
-		return 0
-	}
-	return min(len(s.txFree), int((free-s.txPend)/uint32(s.slotLen/FrameSize)))
-}
-
 // TxCommit queues the frame of n bytes built in the chunk the last TxSlot
 // returned. It is not sent before TxFlush (or the next Send, SendFunc or
 // Wait, which flush first).
