@@ -305,7 +305,7 @@ type session struct {
 	id     uint32
 	conn   *net.UnixConn
 	svc    *Service
-	client string
+	client string // written by readLoop under svc.mu (SessionList reads it)
 	pid    int
 	uid    uint32
 	admin  bool
@@ -486,7 +486,12 @@ func (ss *session) handle(t vproto.Type, body []byte, fds []int) (any, error) {
 		if h.Version != vproto.Version {
 			return nil, fmt.Errorf("client speaks protocol %d, mrc-nicd %d: rebuild the application against this nic/verbs", h.Version, vproto.Version)
 		}
+		// Under s.mu: SessionList reads every session's client from
+		// other sessions' goroutines. This goroutine is the only writer,
+		// so its own reads (logf) need no lock.
+		s.mu.Lock()
 		ss.client = h.Client
+		s.mu.Unlock()
 		ss.logf().Debug("service: session opened")
 		info := s.nic.Info()
 		info.SessionID = ss.id
