@@ -2,19 +2,15 @@ package daemon_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/softmrc/softmrc/nic/config"
-	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
-	"github.com/softmrc/softmrc/nic/xsk"
 )
 
 // twoNICs runs two daemons joined by in-memory pipes, one per plane.
@@ -278,25 +274,8 @@ func TestDaemonStopGivesClearError(t *testing.T) {
 // pacing_bps (the engine paces each plane at its port's rate: the one
 // pacer) and, on a lossless pipe, retransmitting (next to) nothing.
 func TestPacedPorts(t *testing.T) {
-	// daemontest has no pacing knob: build a paced pair by hand.
-	dir := t.TempDir()
-	cfgs := []*config.Config{daemontest.Config(dir, 1, 1), daemontest.Config(dir, 2, 1)}
-	a, b := xsk.NewPipe("pa", "pb", 0)
-	ports := [][]xsk.Port{{a}, {b}}
-	for i, c := range cfgs {
-		c.Ports[0].PacingBps = 200e6
-		d, err := daemon.New(daemon.Options{Config: c, Ports: ports[i], Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- d.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		if err := d.Ready(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pr := daemontest.StartWith(t, 1, func(_ int, c *config.Config) { c.Ports[0].PacingBps = 200e6 })
+	cfgs, a := pr.Configs, pr.Pipes[0][0]
 	x, y := open(t, cfgs[0].DeviceSocket, 1<<20), open(t, cfgs[1].DeviceSocket, 1<<20)
 	connect(t, x, y)
 	rateBps := float64(cfgs[0].Ports[0].PacingBps)

@@ -1,8 +1,6 @@
 package daemon_test
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
-	"github.com/softmrc/softmrc/nic/xsk"
 )
 
 // A loop that did not run for several RTOs (descheduled under CPU load)
@@ -74,33 +71,10 @@ func TestStalledLoopNoSpuriousTimeouts(t *testing.T) {
 	}
 }
 
-// startStallPair runs two daemons joined by one lossless pipe and returns
-// the first with both configs.
+// startStallPair runs two daemons with stall_clock joined by one lossless
+// pipe and returns the first with both configs.
 func startStallPair(t *testing.T) (*daemon.Daemon, *config.Config, *config.Config) {
 	t.Helper()
-	dir := t.TempDir()
-	cfgs := []*config.Config{daemontest.Config(dir, 1, 1), daemontest.Config(dir, 2, 1)}
-	for _, c := range cfgs {
-		c.StallClock = true
-	}
-	a, b := xsk.NewPipe("pa", "pb", 0)
-	ports := [][]xsk.Port{{a}, {b}}
-	var first *daemon.Daemon
-	for i, c := range cfgs {
-		d, err := daemon.New(daemon.Options{Config: c, Ports: ports[i], Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- d.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		if err := d.Ready(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			first = d
-		}
-	}
-	return first, cfgs[0], cfgs[1]
+	pr := daemontest.StartWith(t, 1, func(_ int, c *config.Config) { c.StallClock = true })
+	return pr.Daemons[0], pr.Configs[0], pr.Configs[1]
 }

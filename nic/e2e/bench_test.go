@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -10,7 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"sort"
 	"strings"
@@ -268,6 +268,14 @@ type latJSON struct {
 
 func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 	tb.Helper()
+	runJSONPids(tb, tp, name, out, nil, args...)
+}
+
+// runJSONPids is runJSON that also reports the server's and the client's
+// process ids in pids when it is not nil (ip netns exec execs the tool:
+// the same process).
+func runJSONPids(tb testing.TB, tp *topo, name string, out any, pids *[2]int, args ...string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := tp.h[1].tool(ctx, name, args...)
@@ -276,7 +284,15 @@ func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 	}
 	defer srv.Wait()
 	cmd := tp.h[0].tool(ctx, name, append(args, "--json", tp.h[1].addrs[0].String())...)
-	b, err := cmd.Output()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	if pids != nil {
+		pids[0], pids[1] = srv.Process.Pid, cmd.Process.Pid
+	}
+	err := cmd.Wait()
 	if err != nil && ctx.Err() != nil {
 		// Timed out: a daemon may be stuck. SIGQUIT makes a Go process
 		// print every goroutine's stack before it exits; the daemons' logs
@@ -289,13 +305,10 @@ func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 		tb.Fatalf("%s %v timed out after 2 minutes (the daemons got SIGQUIT: their goroutine stacks are in the logs below)", name, args)
 	}
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			tb.Fatalf("%s: %v: %s", name, err, ee.Stderr)
-		}
-		tb.Fatal(err)
+		tb.Fatalf("%s %v: %v: %s", name, args, err, stderr.String())
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		tb.Fatalf("%s --json: %v: %s", name, err, b)
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		tb.Fatalf("%s --json: %v: %s", name, err, stdout.String())
 	}
 }
 

@@ -246,8 +246,25 @@ func (h *host) tool(ctx context.Context, name string, args ...string) *exec.Cmd 
 	return exec.CommandContext(ctx, "ip", a...)
 }
 
-// pairRun runs the server of name on h[1] and the client on h[0] with args.
+// pairRun runs the server of name on h[1] and the client on h[0] with args
+// and returns the client's output and exit status (the server's is only
+// logged, with its output, when either fails).
 func (tp *topo) pairRun(t testing.TB, timeout time.Duration, name string, args ...string) (string, error) {
+	t.Helper()
+	r := tp.pairCmds(t, timeout, name, args...)
+	return r.out, r.err
+}
+
+// pairResult is a finished pairCmds: the client's output, both commands
+// (server, client), the client's and the server's exit status.
+type pairResult struct {
+	out       string
+	cmds      [2]*exec.Cmd
+	err, serr error
+}
+
+// pairCmds is pairRun's work.
+func (tp *topo) pairCmds(t testing.TB, timeout time.Duration, name string, args ...string) pairResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -257,13 +274,13 @@ func (tp *topo) pairRun(t testing.TB, timeout time.Duration, name string, args .
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Wait()
 	cli := tp.h[0].tool(ctx, name, append(args, tp.h[1].addrs[0].String())...)
 	out, err := cli.CombinedOutput()
-	if err != nil {
-		t.Logf("server output:\n%s", sout.String())
+	serr := srv.Wait()
+	if err != nil || serr != nil {
+		t.Logf("server output (exit: %v):\n%s", serr, sout.String())
 	}
-	return string(out), err
+	return pairResult{string(out), [2]*exec.Cmd{srv, cli}, err, serr}
 }
 
 var bwRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)

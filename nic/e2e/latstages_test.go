@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -308,32 +305,6 @@ func busiestThread(evs []schedEvent, pid int) int {
 		}
 	}
 	return tid
-}
-
-// runJSONPids is runJSON that also reports the server's and the client's
-// process ids (ip netns exec execs the tool: the same process).
-func runJSONPids(tb testing.TB, tp *topo, name string, out any, pids *[2]int, args ...string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv := tp.h[1].tool(ctx, name, args...)
-	if err := srv.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	defer srv.Wait()
-	cmd := tp.h[0].tool(ctx, name, append(args, "--json", tp.h[1].addrs[0].String())...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	pids[0], pids[1] = srv.Process.Pid, cmd.Process.Pid
-	if err := cmd.Wait(); err != nil {
-		tb.Fatalf("%s %v: %v: %s", name, args, err, stderr.String())
-	}
-	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
-		tb.Fatalf("%s --json: %v: %s", name, err, stdout.String())
-	}
 }
 
 // A few lines of real `perf sched timehist -w` output (loops 101/100 and

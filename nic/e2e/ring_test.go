@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"errors"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -82,26 +80,15 @@ func TestWriteLatWakeups(t *testing.T) {
 // process's rusage is the tool's).
 func (tp *topo) pairRunSwitches(t testing.TB, timeout time.Duration, name string, args ...string) (string, int64, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	srv := tp.h[1].tool(ctx, name, args...)
-	var sout lockedBuffer
-	srv.Stdout, srv.Stderr = &sout, &sout
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cli := tp.h[0].tool(ctx, name, append(args, tp.h[1].addrs[0].String())...)
-	out, err := cli.CombinedOutput()
-	serr := srv.Wait()
-	if err != nil || serr != nil {
-		t.Logf("server output:\n%s", sout.String())
-		return string(out), 0, errors.Join(err, serr)
+	r := tp.pairCmds(t, timeout, name, args...)
+	if r.err != nil || r.serr != nil {
+		return r.out, 0, errors.Join(r.err, r.serr)
 	}
 	var n int64
-	for _, c := range []*exec.Cmd{srv, cli} {
+	for _, c := range r.cmds {
 		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			n += ru.Nvcsw
 		}
 	}
-	return string(out), n, nil
+	return r.out, n, nil
 }

@@ -36,10 +36,12 @@ func Config(dir string, host, planes int) *config.Config {
 
 // Pair is two running daemons joined by one pipe per plane.
 type Pair struct {
-	Sock  [2]string
-	Pipes [2][]*xsk.PipePort
-	stop  [2]func() error
-	dir   string
+	Sock    [2]string
+	Pipes   [2][]*xsk.PipePort
+	Daemons [2]*daemon.Daemon // for tests of the daemon itself (hooks, counters)
+	Configs [2]*config.Config
+	stop    [2]func() error
+	dir     string
 }
 
 // Stop stops daemon i (0 or 1); it is safe to call twice.
@@ -113,6 +115,7 @@ func RunWith(planes int, tune func(host int, c *config.Config)) (*Pair, error) {
 			return nil, err
 		}
 		pr.Sock[i] = cfg.DeviceSocket
+		pr.Daemons[i], pr.Configs[i] = d, cfg
 	}
 	return pr, nil
 }
