@@ -188,8 +188,7 @@ func BenchmarkForwardVsKernel(b *testing.B) {
 	}
 	c := newChain(b)
 	s0, r0, r1, d0 := c.ifindex(c.S, c.p+"s0"), c.ifindex(c.R, c.p+"r0"), c.ifindex(c.R, c.p+"r1"), c.ifindex(c.D, c.p+"d0")
-	sh(b, "ip", "-n", c.R, "-6", "route", "add", "5f00:1:100::/48", "encap", "seg6local", "action", "End",
-		"flavors", "next-csid", "lblen", "32", "nflen", "16", "dev", c.p+"r0")
+	kernelUN(b, c.R, "5f00:1:100::/48", c.p+"r0")
 	sh(b, "ip", "-n", c.R, "-6", "route", "add", "5f00:1:200::/48", "via", "fd00:2::2", "dev", c.p+"r1")
 
 	load := func() *Dataplane {

@@ -117,8 +117,7 @@ func TestKernelDifferential(t *testing.T) {
 	}
 	c := newChain(t)
 	r0, r1 := c.p+"r0", c.p+"r1"
-	sh(t, "ip", "-n", c.R, "-6", "route", "add", "5f00:1:100::/48", "encap", "seg6local", "action", "End",
-		"flavors", "next-csid", "lblen", "32", "nflen", "16", "dev", r0)
+	kernelUN(t, c.R, "5f00:1:100::/48", r0)
 	sh(t, "ip", "-n", c.R, "-6", "route", "add", "5f00:1:200::/48", "via", "fd00:2::2", "dev", r1)
 	sh(t, "ip", "-n", c.R, "-6", "route", "add", "5f00:1:300::/48", "via", "fd00:2::2", "dev", r1)
 

@@ -39,6 +39,22 @@ func sh(t testing.TB, args ...string) string {
 	return string(out)
 }
 
+// kernelUN installs the kernel oracle's uN in namespace ns: seg6local End
+// with the NEXT-C-SID flavour (F3216). A kernel built without SRv6 routes
+// (CONFIG_IPV6_SEG6_LWTUNNEL) has no oracle: the test is skipped, saying so.
+func kernelUN(t testing.TB, ns, prefix, dev string) {
+	t.Helper()
+	args := []string{"ip", "-n", ns, "-6", "route", "add", prefix, "encap", "seg6local", "action", "End",
+		"flavors", "next-csid", "lblen", "32", "nflen", "16", "dev", dev}
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil && strings.Contains(string(out), "encapsulation type not supported") {
+		t.Skipf("skipping: the kernel lacks seg6local routes (CONFIG_IPV6_SEG6_LWTUNNEL), the oracle this compares with: %s", strings.TrimSpace(string(out)))
+	}
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
 func newChain(t testing.TB) *chain {
 	t.Helper()
 	requireRoot(t)

@@ -22,6 +22,11 @@ import (
 // delay is mrc-nicd's delay line (plan.HostPort.DelayUS).
 var ErrNoNetem = errors.New("link delay needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM)")
 
+// ErrNoSRv6 reports that the kernel dataplane in srv6 mode was asked for on a
+// kernel without SRv6 routes (CONFIG_IPV6_SEG6_LWTUNNEL: the uN is a seg6local
+// End route). The XDP dataplane never needs it, nor does ecmp mode.
+var ErrNoSRv6 = errors.New("the kernel dataplane's uN is a seg6local route, which this kernel lacks (CONFIG_IPV6_SEG6_LWTUNNEL); use dataplane: xdp (the default), or mode: ecmp")
+
 // Workers bounds parallel namespace configuration.
 const Workers = 4
 
@@ -289,6 +294,11 @@ func KernelFIB(h *netlink.Handle, p *plan.Plan, s *plan.Switch) error {
 		r := &netlink.Route{Dst: ipnet(s.UN), LinkIndex: idx[s.Ports[0].Ifname],
 			Encap: &nextCSIDEncap{blockBits: uint8(p.Block.Bits()), nodeBits: 16}}
 		if err := h.RouteReplace(r); err != nil {
+			if errors.Is(err, unix.EOPNOTSUPP) {
+				// No seg6local encap type registered: the kernel was built
+				// without it, not a malformed route.
+				return fmt.Errorf("uN %s: %w", s.UN, ErrNoSRv6)
+			}
 			return fmt.Errorf("uN %s (seg6local End next-csid): %w", s.UN, err)
 		}
 	}
