@@ -104,11 +104,6 @@ type harness struct {
 	dataSent, dropped int
 
 	wakes []wake // callbacks at a time (an application's think time)
-
-	// stalled[i] is when side i's engine runs again: until then nothing
-	// is delivered to it and it is not polled, as a daemon descheduled by
-	// a loaded host (frames wait in its receive ring, in order).
-	stalled [2]Time
 }
 
 type wake struct {
@@ -220,10 +215,7 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		if cond != nil && cond() {
 			return true
 		}
-		next := Never
-		for i := range h.eng {
-			next = min(next, max(h.eng[i].NextDeadline(), h.stalled[i]))
-		}
+		next := min(h.eng[0].NextDeadline(), h.eng[1].NextDeadline())
 		if len(h.fl) > 0 && h.fl[0].at < next {
 			next = h.fl[0].at
 		}
@@ -250,18 +242,10 @@ func (h *harness) run(limit Time, cond func() bool) bool {
 		}
 		for len(h.fl) > 0 && h.fl[0].at <= h.now {
 			f := heap.Pop(&h.fl).(flight)
-			if h.now < h.stalled[f.to] {
-				f.at = h.stalled[f.to] // waits in the ring; seq keeps the order
-				heap.Push(&h.fl, f)
-				continue
-			}
 			h.eng[f.to].HandlePacket(h.now, f.port, f.b)
 		}
-		for i := range h.eng {
-			if h.now >= h.stalled[i] {
-				h.eng[i].Poll(h.now, em[i])
-			}
-		}
+		h.eng[0].Poll(h.now, em[0])
+		h.eng[1].Poll(h.now, em[1])
 	}
 }
 

@@ -262,13 +262,6 @@ type qp struct {
 	rackSentAt     Time
 	noEVSince      Time
 	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
-	// lastHeard is when the peer last answered this QP's data (a SACK,
-	// NACK or probe answer); silenceRtx is when runTimers last sent a
-	// packet again into a silence (nothing heard since that packet left),
-	// silencePSN that packet: the peer's probe (send.go silentTimeout).
-	lastHeard, silenceRtx Time
-	silencePSN            wire.PSN
-	silenceProbes         int // times the probe timed out in this silence
 	// blockedSince is when a send attempt first found work queued, nothing
 	// outstanding and no way to send (no usable EV, a closed window, no
 	// port room); 0 once a packet goes out. RetryTimeout ends a QP blocked

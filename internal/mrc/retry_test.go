@@ -7,11 +7,7 @@ import "testing"
 // StatusRetryExceeded and StatusNoPath become RETRY_EXC_ERR at the verbs
 // layer), flushing its WRs, and then send nothing more.
 //   - destroyed: the peer's QP is gone, its NIC drops everything for it
-//     (probes included): the QP is silent, one packet probes it (backing
-//     off, send.go silentTimeout) until the silence is long, then every
-//     EV goes ASSUMED_BAD and that packet's retry count (RetryLimit, the
-//     spec's per-QP retry counter) ends it. It was NoEVTimeout (NO_PATH)
-//     when every packet in flight timed out at once.
+//     (probes included): every EV goes ASSUMED_BAD and NoEVTimeout ends it.
 //   - desynchronised: the peer's QP is there but connected with another
 //     start PSN (a peer that re-created its side), so it answers probes but
 //     never acknowledges the data: EVs return to GOOD after each probe and
@@ -24,7 +20,7 @@ func TestPeerGoneStopsRetrying(t *testing.T) {
 		want    Status
 		by      Time // error expected by then
 	}{
-		{"destroyed", false, 0, StatusRetryExceeded, 100 * Millisecond},
+		{"destroyed", false, 0, StatusNoPath, 100 * Millisecond},
 		{"desynchronised, default timeout", true, 0, StatusRetryExceeded, defaultRetryTimeout + 100*Millisecond},
 		{"desynchronised, 50 ms", true, 50 * Millisecond, StatusRetryExceeded, 100 * Millisecond},
 	} {

@@ -253,10 +253,6 @@ func (q *qp) runTimers(now Time) {
 		if pk.seq != ent.seq || pk.flags&pktInFlight == 0 {
 			continue
 		}
-		act := q.silentTimeout(now, ent, pk)
-		if act == timeoutDeferred {
-			continue
-		}
 		q.stats.Timeouts++
 		q.stats.Retries++
 		if pk.tos < 255 {
@@ -265,9 +261,7 @@ func (q *qp) runTimers(now Time) {
 		if pk.ev >= 0 {
 			q.evs[pk.ev].c.Timeouts++
 		}
-		if act == timeoutPath {
-			q.pathFailedAt(pk.ev, pk.sentAt)
-		}
+		q.pathFailedAt(pk.ev, pk.sentAt)
 		if q.cfg.Transport.inOrder() {
 			q.goBack(q.sndUna)
 		} else {
@@ -286,72 +280,6 @@ func (q *qp) runTimers(now Time) {
 			}
 		}
 	}
-}
-
-// silenceProbes is how many times a silence's probe may time out (backing
-// off: 127 RTOs in all) before the silence counts as the peer gone or every
-// path down rather than a peer off the CPU (silentTimeout).
-const silenceProbes = 6
-
-// timeoutAction is what an expired ACK timer does (silentTimeout).
-type timeoutAction uint8
-
-const (
-	timeoutPath     timeoutAction = iota // retransmit, condemn the packet's EV
-	timeoutProbe                         // retransmit (the silence's probe), no verdict on its EV
-	timeoutDeferred                      // wait another RTO: the peer is silent, the probe is out
-)
-
-// silentTimeout decides an expired ACK timer. The whole QP is silent, not
-// just the packet's path, when nothing sent as late as the packet has been
-// acknowledged, or nothing at all for half an RTT (a sprayed QP's other
-// paths answer, every few packets, for those sent after it; a loss they
-// show is found by RACK before any timer). A silence is
-// a descheduled peer (a soft NIC on a loaded host: its frames wait in its
-// receive ring), or every path down, or the peer gone; it says nothing
-// against one EV. So, as TCP's RTO does, the silence's first expiry is a
-// normal timeout (it may be a loss on a dead path: its EV is condemned)
-// and its retransmission probes the peer, backing off at each expiry of
-// its own timer without condemning more EVs; the other timers that expire
-// in the same silence wait another RTO each (TimeoutsDeferred), with no
-// retransmission and no verdict. An answer from the peer ends the silence:
-// what it acknowledges needs nothing more, what it leaves out is found
-// lost by RACK against the probe, or times out against a peer now heard.
-// A silence longer than silenceProbes probe timeouts ends the deferring.
-func (q *qp) silentTimeout(now Time, ent timerEnt, pk *txPkt) timeoutAction {
-	if q.rackSentAt >= pk.sentAt && now-q.lastHeard < min(q.rto(0), q.srtt)/2 {
-		// The peer acknowledged a packet sent as late as this one or
-		// later, and lately: it hears this QP, this packet's path failed.
-		return timeoutPath
-	}
-	inSilence := q.silenceRtx > q.lastHeard && q.inFlightRange(q.silencePSN)
-	if inSilence && q.silenceProbes >= silenceProbes {
-		// A long silence: the peer is gone or every path is down. The
-		// timers act as loss timers again, the EVs go ASSUMED_BAD and
-		// NoEVTimeout ends the QP unless the probes of the EVs are
-		// answered first.
-		return timeoutPath
-	}
-	if inSilence && ent.psn == q.silencePSN {
-		q.silenceRtx = now
-		q.silenceProbes++
-		return timeoutProbe
-	}
-	if inSilence {
-		// A probe that was acknowledged (after a later packet was heard)
-		// or dropped by a full port queue is replaced by this packet.
-		sp := q.slot(q.silencePSN)
-		inSilence = sp.flags&(pktInFlight|pktQueued) != 0
-	}
-	if !inSilence {
-		q.silenceRtx, q.silencePSN, q.silenceProbes = now, ent.psn, 0
-		return timeoutPath
-	}
-	// Until the probe's own timer, at least: no sooner can the silence
-	// be over unheard.
-	q.stats.TimeoutsDeferred++
-	q.timers.push(timerEnt{at: now + q.rto(max(pk.tos, q.slot(q.silencePSN).tos)), psn: ent.psn, seq: ent.seq})
-	return timeoutDeferred
 }
 
 // goBack (go-back-N) resends everything from psn on.
@@ -402,7 +330,6 @@ func (q *qp) handleSACK(p *wire.Packet) {
 	s := &p.SACK
 	now := q.e.now
 	q.stats.RxSACK++
-	q.lastHeard = now
 	var rack Time
 	newly := 0
 	cack := s.CackPSN
@@ -547,7 +474,6 @@ func (q *qp) completeMsgs() {
 func (q *qp) handleNACK(p *wire.Packet) {
 	n := &p.NACK
 	q.stats.RxNACK++
-	q.lastHeard = q.e.now
 	q.stats.NACKsRcvd[n.Reason]++
 	switch n.Reason {
 	case wire.NackUnexpEvent:

@@ -29,17 +29,13 @@ type EVSnapshot struct {
 
 // QPCounters are the per-QP counters.
 type QPCounters struct {
-	TxData, TxRtx, TxBytes  uint64
-	TxSACK, TxNACK, TxProbe uint64
-	RxData, RxBytes, RxDup  uint64
-	RxOOO, RxTrimmed        uint64
-	RxSACK, RxNACK, RxProbe uint64
-	NACKsSent, NACKsRcvd    [256]uint64 // by reason
-	Timeouts, Losses        uint64
-	// TimeoutsDeferred counts ACK timers that expired while the peer was
-	// silent about the whole QP and waited another RTO instead of a
-	// retransmission (send.go silentTimeout); Timeouts does not count them.
-	TimeoutsDeferred         uint64
+	TxData, TxRtx, TxBytes   uint64
+	TxSACK, TxNACK, TxProbe  uint64
+	RxData, RxBytes, RxDup   uint64
+	RxOOO, RxTrimmed         uint64
+	RxSACK, RxNACK, RxProbe  uint64
+	NACKsSent, NACKsRcvd     [256]uint64 // by reason
+	Timeouts, Losses         uint64
 	Retries                  uint64
 	MsgsSent, MsgsReceived   uint64
 	ImmDelivered             uint64
