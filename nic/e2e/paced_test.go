@@ -13,10 +13,12 @@ import (
 // (next to) nothing: the engine is the one pacer, so no frame it counted as
 // sent waits in mrc-nicd with its ACK timer running. Retransmissions are
 // counted by the sender's QP (mrcctl qps) over five 1 MiB writes; the best
-// one counts (the machine's load can still stall a daemon past an RTO: a
-// stall now costs a probe per backoff step, not the window, see
-// internal/mrc TestStalledPeerNoRetransmitStorm; CI at stop 19 saw 23-28
-// retransmissions in each of three writes before that).
+// one counts: the machine's load can stall a daemon past an RTO, and the
+// stalled peer's window then times out (CI at stop 19 saw 23-28
+// retransmissions in each of three writes; an engine change that made a
+// silence cost one probe instead was reverted on 2026-12-04, because it
+// stopped QPs whose window was held by packets on broken paths: mrc-lab S9,
+// docs/engine.md "Spurious timeouts").
 // A regression guard more than a proof: on veth the two pacers of before
 // retransmitted only 0.4-1.9 % per write (2026-12-03: best write 2-4), and
 // passed it; TestPacedPorts in nic/daemon is the test that failed before.
