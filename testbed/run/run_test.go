@@ -1,9 +1,9 @@
 package run
 
 import (
-	"errors"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
