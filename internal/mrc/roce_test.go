@@ -2,6 +2,7 @@ package mrc
 
 import (
 	"container/heap"
+	"fmt"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/dcqcn"
@@ -543,5 +544,61 @@ func TestRoCERetryTimeout(t *testing.T) {
 	s := h.snap(0)
 	if s.State != QPReady || s.Counters.Timeouts != 1 || seen[last] != 2 {
 		t.Fatalf("QP %v/%v, %d timeouts, last packet sent %d times: want READY after 1 timeout", s.State, s.Status, s.Counters.Timeouts, seen[last])
+	}
+}
+
+// TestRoCEGoBackInOrder: a go-back resends from the oldest unacknowledged
+// PSN, in PSN order, also when the transport timer fires again before the
+// previous go-back's retransmissions have all left (DCQCN paces them below
+// one window per timeout). The first packet is lost up to 6 times, below
+// RetryLimit 7: each QP must end READY with the data delivered, and the
+// PSNs it sends never step back except to restart at the lost one. Before
+// the fix a go-back appended the PSNs behind those still queued from the
+// go-back before, so a round began mid-window ("0 1 2 5 3 4", "0 3 4 0 1
+// 2 0 3 4"), all of it out of order at the in-order receiver: 4 of these
+// 36 cases failed, 2 so and 2 with RETRY_EXCEEDED after 7 timeouts in which
+// the lost packet left only 4 times (mrc-lab S8 RoCE, 2026-12-04: a paced
+// flow's retransmissions all counted rx_ooo at the receiver for 10
+// timeouts).
+func TestRoCEGoBackInOrder(t *testing.T) {
+	for _, lineRate := range []float64{1e9, 100e6} {
+		for _, timeout := range []Time{50 * Microsecond, 100 * Microsecond, 300 * Microsecond} {
+			for _, ecn := range []float64{0, 1} {
+				for _, drops := range []int{1, 3, 6} {
+					t.Run(fmt.Sprintf("%gbps_%dus_ecn%g_%dlost", lineRate, timeout/Microsecond, ecn, drops), func(t *testing.T) {
+						h := newHarness(t, hopts{seed: 71, qc: QPConfig{Transport: RoCE, RetryLimit: 7,
+							AckTimeout: timeout, FixedRTO: true, TimeoutMode: TimeoutLinear,
+							DCQCN: dcqcn.Config{LineRate: lineRate}}})
+						h.Rate, h.ECN = 1, ecn // CE marks: CNPs slow the retransmissions
+						var log dataLog
+						seen := map[wire.PSN]int{}
+						var first wire.PSN
+						h.Filter = log.filter(func(from int, _ wire.Plane, _ []byte, p *wire.Packet) bool {
+							if from != 0 {
+								return false
+							}
+							if len(seen) == 0 {
+								first = p.PSN
+							}
+							seen[p.PSN]++
+							return p.PSN == first && seen[p.PSN] <= drops
+						})
+						h.transfer(16*2048, 16*2048, Second)
+						var rel []int
+						for _, p := range log.psns[0] {
+							rel = append(rel, int(p.Diff(first)))
+						}
+						for i := 1; i < len(rel); i++ {
+							if rel[i] < rel[i-1] && rel[i] != 0 {
+								t.Fatalf("a go-back began mid-window: PSNs sent %v", rel)
+							}
+						}
+						if s := h.snap(0); s.State != QPReady {
+							t.Fatalf("QP %v/%v after %d timeouts: PSNs sent %v", s.State, s.Status, s.Counters.Timeouts, rel)
+						}
+					})
+				}
+			}
+		}
 	}
 }

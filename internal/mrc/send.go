@@ -283,7 +283,23 @@ func (q *qp) runTimers(now Time) {
 }
 
 // goBack (go-back-N) resends everything from psn on.
+//
+// The retransmission queue is emptied first: a go-back-N receiver accepts
+// only its next PSN, so the resend must begin at from and go in order.
+// Appending behind retransmissions still queued from an earlier go-back
+// (the transport timer fired before DCQCN's pacer let them all leave)
+// began each round mid-window, everything of it out of order at the
+// receiver, and a paced RoCE QP ended RETRY_EXCEEDED with its lost packet
+// never resent first (TestRoCEGoBackInOrder; mrc-lab S8). Everything
+// before from is acknowledged by then (a NAK acknowledges what precedes
+// it; a timeout goes back to sndUna).
 func (q *qp) goBack(from wire.PSN) {
+	for ; q.rtxN > 0; q.rtxN-- {
+		if psn := q.rtxQ[q.rtxHd]; q.inFlightRange(psn) {
+			q.slot(psn).flags &^= pktQueued
+		}
+		q.rtxHd = (q.rtxHd + 1) % len(q.rtxQ)
+	}
 	for psn := from; psn.Before(q.sndNxt); psn = psn.Add(1) {
 		pk := q.slot(psn)
 		if pk.flags&pktAcked == 0 {
