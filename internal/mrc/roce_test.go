@@ -411,6 +411,27 @@ func TestRoCETransportTimer(t *testing.T) {
 	}
 }
 
+// sendLoss loses the data packet off PSNs after the first one side 0
+// sends, on its first times transmissions; seen counts every PSN's sends.
+type sendLoss struct {
+	off, times int
+	first      wire.PSN
+	seen       map[wire.PSN]int
+}
+
+func (l *sendLoss) psn() wire.PSN { return l.first.Add(l.off) }
+
+func (l *sendLoss) drop(from int, _ wire.Plane, _ []byte, p *wire.Packet) bool {
+	if from != 0 {
+		return false
+	}
+	if l.seen == nil {
+		l.seen, l.first = map[wire.PSN]int{}, p.PSN
+	}
+	l.seen[p.PSN]++
+	return p.PSN == l.psn() && l.seen[p.PSN] <= l.times
+}
+
 // TestRoCETimerWaitsForRetransmission: after a retry the transport timer
 // guards the retransmission, so it starts when the retransmission leaves
 // (rxe re-arms its retrans_timer when the requester sends with no timer
@@ -426,23 +447,13 @@ func TestRoCETimerWaitsForRetransmission(t *testing.T) {
 		AckTimeout: 100 * Microsecond, FixedRTO: true, TimeoutMode: TimeoutLinear,
 		DCQCN: dcqcn.Config{LineRate: 8e6}}})
 	var log dataLog
-	seen := map[wire.PSN]int{}
-	var lost wire.PSN
-	h.Filter = log.filter(func(from int, _ wire.Plane, _ []byte, p *wire.Packet) bool {
-		if from != 0 {
-			return false
-		}
-		if len(seen) == 0 {
-			lost = p.PSN.Add(2)
-		}
-		seen[p.PSN]++
-		return p.PSN == lost && seen[p.PSN] == 1
-	})
+	loss := sendLoss{off: 2, times: 1}
+	h.Filter = log.filter(loss.drop)
 	h.transfer(8*2048, 8*2048, Second)
 	s := h.snap(0)
-	if s.State != QPReady || s.Counters.Timeouts != 1 || seen[lost] != 2 {
+	if s.State != QPReady || s.Counters.Timeouts != 1 || loss.seen[loss.psn()] != 2 {
 		t.Fatalf("QP %v/%v, %d timeouts, %d NAKs, lost packet sent %d times: want READY after 1 timeout, the lost packet sent twice",
-			s.State, s.Status, s.Counters.Timeouts, s.Counters.RxNACK, seen[lost])
+			s.State, s.Status, s.Counters.Timeouts, s.Counters.RxNACK, loss.seen[loss.psn()])
 	}
 }
 
@@ -571,22 +582,12 @@ func TestRoCEGoBackInOrder(t *testing.T) {
 							DCQCN: dcqcn.Config{LineRate: lineRate}}})
 						h.Rate, h.ECN = 1, ecn // CE marks: CNPs slow the retransmissions
 						var log dataLog
-						seen := map[wire.PSN]int{}
-						var first wire.PSN
-						h.Filter = log.filter(func(from int, _ wire.Plane, _ []byte, p *wire.Packet) bool {
-							if from != 0 {
-								return false
-							}
-							if len(seen) == 0 {
-								first = p.PSN
-							}
-							seen[p.PSN]++
-							return p.PSN == first && seen[p.PSN] <= drops
-						})
+						loss := sendLoss{times: drops}
+						h.Filter = log.filter(loss.drop)
 						h.transfer(16*2048, 16*2048, Second)
 						var rel []int
 						for _, p := range log.psns[0] {
-							rel = append(rel, int(p.Diff(first)))
+							rel = append(rel, int(p.Diff(loss.first)))
 						}
 						for i := 1; i < len(rel); i++ {
 							if rel[i] < rel[i-1] && rel[i] != 0 {
