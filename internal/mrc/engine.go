@@ -48,6 +48,9 @@ type Engine struct {
 	stats EngineCounters
 
 	deny []DenyRule // engine-wide denylist (deny.go)
+
+	// timersHeld: Poll runs no QP timers (HoldTimers).
+	timersHeld bool
 }
 
 // peer is one destination host: the QPs to it share its congestion window
@@ -542,10 +545,26 @@ func (e *Engine) PollInto(now Time, dst func(port wire.Plane) []byte, commit fun
 	e.poll(now, nil)
 }
 
+// HoldTimers stops (true) or restarts (false) Poll's running of the QPs'
+// timers: ACK timeouts, the RoCE transport timer, the retry limits and
+// probe deadlines. Everything else — sending, pacing, ACKs owed, control
+// — goes on. A timer that fell due while held runs at the first Poll
+// after the hold, at that Poll's time.
+//
+// Why: a host whose loop was kept off the CPU for several RTOs finds its
+// peer's ACKs queued in its receive rings, more than one receive batch
+// reads; the timers must not run before those ACKs are read, or every
+// packet they acknowledge times out (nic/daemon/rx.go). The caller holds
+// them for a bounded backlog only: held for good, no loss would ever be
+// found by a timeout.
+func (e *Engine) HoldTimers(held bool) { e.timersHeld = held }
+
 func (e *Engine) poll(now Time, emit func(port wire.Plane, frame []byte)) {
 	e.now = now
-	for _, q := range e.qpList {
-		q.runTimers(now)
+	if !e.timersHeld {
+		for _, q := range e.qpList {
+			q.runTimers(now)
+		}
 	}
 	for e.ctrl.n > 0 {
 		it := e.ctrl.pop()

@@ -641,11 +641,8 @@ func (q *qp) snapshot(s *QPSnapshot) {
 }
 
 // deadline is the earliest time this QP needs Poll.
-func (q *qp) deadline() Time {
-	if q.state != QPReady {
-		return Never
-	}
-	now := q.e.now
+// timerDeadline is the earliest deadline runTimers acts on.
+func (q *qp) timerDeadline() Time {
 	d := Never
 	if t, ok := q.timers.peek(); ok && t < d {
 		d = t
@@ -653,20 +650,11 @@ func (q *qp) deadline() Time {
 	if t := q.roceTimerAt(); t < d {
 		d = t
 	}
-	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
-		d = q.rx.ackDeadline
-	}
-	if q.rx.latePending > 0 && q.rx.lateDeadline < d {
-		d = q.rx.lateDeadline
-	}
 	if q.cfg.RetryTimeout > 0 && q.roce == nil && q.sndUna != q.sndNxt && q.lastProgress+q.cfg.RetryTimeout < d {
 		d = q.lastProgress + q.cfg.RetryTimeout
 	}
 	if q.cfg.RetryTimeout > 0 && q.blockedSince != 0 && q.blockedSince+q.cfg.RetryTimeout < d {
 		d = q.blockedSince + q.cfg.RetryTimeout
-	}
-	if q.nBad > 0 && q.nextProbeScan < d {
-		d = q.nextProbeScan
 	}
 	if q.nProbes > 0 {
 		for i := range q.probes {
@@ -674,6 +662,27 @@ func (q *qp) deadline() Time {
 				d = q.probes[i].deadline
 			}
 		}
+	}
+	return d
+}
+
+func (q *qp) deadline() Time {
+	if q.state != QPReady {
+		return Never
+	}
+	now := q.e.now
+	d := Never
+	if !q.e.timersHeld { // runTimers' deadlines (HoldTimers)
+		d = q.timerDeadline()
+	}
+	if q.rx.ackPending > 0 && q.rx.ackDeadline < d {
+		d = q.rx.ackDeadline
+	}
+	if q.rx.latePending > 0 && q.rx.lateDeadline < d {
+		d = q.rx.lateDeadline
+	}
+	if q.nBad > 0 && q.nextProbeScan < d {
+		d = q.nextProbeScan
 	}
 	if t := q.revProbeAt(); t < d {
 		d = t

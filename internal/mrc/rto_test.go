@@ -95,3 +95,65 @@ func TestRTOBacksOffPerTimeoutOnly(t *testing.T) {
 		t.Fatalf("timer of the 4th transmission (3 losses detected by SACKs, no timeout) %v ns, want the plain RTO %v ns", gap, rto0)
 	}
 }
+
+// TestHoldTimers: while HoldTimers holds them, no ACK timeout runs however
+// late the ACKs are, and the ACKs read before the hold ends stop the
+// timers (nothing was lost); a packet whose ACK never came times out at
+// the first Poll after the hold. This is the daemon's stall: its peer's
+// ACKs queued for several RTOs while its loop was off the CPU.
+func TestHoldTimers(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		hold         bool
+		deliver      bool // the queued ACKs reach side 0 before the hold ends
+		wantTimeouts bool
+	}{
+		{"not held, ACKs late", false, true, true},
+		{"held, ACKs read, then released", true, true, false},
+		{"held, ACKs lost, then released", true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 73})
+			h.startTransfer(48<<20, 1<<20)
+			h.run(200*Microsecond, nil)
+			s := h.snap(0)
+			if s.Counters.Timeouts != 0 || s.InFlight == 0 {
+				t.Fatalf("before the stall: %d timeouts, %d bytes in flight", s.Counters.Timeouts, s.InFlight)
+			}
+			rto := h.eng[0].qps[h.qp[0]].rto(0)
+			// Side 1's frames queue (side 0's receive ring) for 5 RTOs.
+			var queued [][]byte
+			var ports []wire.Plane
+			h.Filter = func(from int, port wire.Plane, f []byte) bool {
+				if from == 1 {
+					queued = append(queued, append([]byte(nil), f...))
+					ports = append(ports, port)
+					return true
+				}
+				return false
+			}
+			h.eng[0].HoldTimers(tc.hold)
+			h.run(h.now+5*rto, nil)
+			h.Filter = nil
+			held := h.snap(0).Counters.Timeouts
+			if tc.hold && held != 0 {
+				t.Fatalf("%d ACK timeouts while the timers were held", held)
+			}
+			if len(queued) == 0 {
+				t.Fatal("side 1 sent nothing while side 0's frames queued")
+			}
+			if tc.deliver {
+				for i, f := range queued {
+					h.eng[0].HandlePacket(h.now, ports[i], f)
+				}
+			}
+			h.eng[0].HoldTimers(false)
+			h.eng[0].Poll(h.now, h.emitter(0))
+			got := h.snap(0).Counters.Timeouts
+			t.Logf("RTO %d ns; %d frames queued; %d timeouts while queued, %d after", rto, len(queued), held, got)
+			if (got > 0) != tc.wantTimeouts {
+				t.Fatalf("%d ACK timeouts after the queued frames (delivered %v, timers held %v), want any: %v", got, tc.deliver, tc.hold, tc.wantTimeouts)
+			}
+		})
+	}
+}

@@ -80,7 +80,8 @@ type Daemon struct {
 	metrics *http.Server
 
 	start  time.Time
-	clk    loopClock // the engine's clock (rx.go); loop only
+	clk    loopClock  // the engine's clock (rx.go); loop only
+	drain  stallDrain // the backlog a stall left (rx.go); loop only
 	cmds   chan func()
 	pq     postQueue
 	evfd   int
@@ -132,22 +133,23 @@ type postQueue struct {
 // the metrics and `mrcctl counters` (metrics.go reads them): a counter
 // added here is exported without other edits.
 type counters struct {
-	loops         atomic.Uint64 `metric:"loops" help:"Run-loop iterations."`
-	sleeps        atomic.Uint64 `metric:"sleeps" help:"Times the run loop slept waiting for work."`
-	wakes         atomic.Uint64 `metric:"wakes" help:"Times the run loop was woken."`
-	rxFrames      atomic.Uint64 `metric:"rx_frames" help:"Frames the run loop took from the ports."`
-	txFrames      atomic.Uint64 `metric:"tx_frames" help:"Frames the run loop handed to the ports."`
-	txBacklogFull atomic.Uint64 `metric:"tx_queue_full" help:"Posts refused because a QP's backlog was full."`
-	postErrors    atomic.Uint64 `metric:"post_errors" help:"Work requests the engine refused."`
-	badOwner      atomic.Uint64 `metric:"not_owner" help:"Requests for a QP the session does not own."`
-	cqes          atomic.Uint64 `metric:"cqes" help:"Completions delivered to sessions."`
-	ringPosts     atomic.Uint64 `metric:"ring_posts" help:"Work requests taken from sessions' shared-memory rings."`
-	ringBells     atomic.Uint64 `metric:"ring_doorbells" help:"Times a session's ring doorbell woke the run loop."`
-	appWakes      atomic.Uint64 `metric:"ring_app_wakes" help:"Times the run loop woke an application sleeping on its ring."`
-	ringFailures  atomic.Uint64 `metric:"ring_failures" help:"Sessions closed because their shared-memory ring was corrupt."`
-	ringOverflows atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
-	stalls        atomic.Uint64 `metric:"loop_stalls" help:"Times the run loop found a receive backlog after not running for more than 500 µs (descheduled, woke late)."`
-	stalledNs     atomic.Uint64 `metric:"loop_stalled_ns" help:"Time the stalls took off the engine's clock, ns: the timers do not count it."`
+	loops          atomic.Uint64 `metric:"loops" help:"Run-loop iterations."`
+	sleeps         atomic.Uint64 `metric:"sleeps" help:"Times the run loop slept waiting for work."`
+	wakes          atomic.Uint64 `metric:"wakes" help:"Times the run loop was woken."`
+	rxFrames       atomic.Uint64 `metric:"rx_frames" help:"Frames the run loop took from the ports."`
+	txFrames       atomic.Uint64 `metric:"tx_frames" help:"Frames the run loop handed to the ports."`
+	txBacklogFull  atomic.Uint64 `metric:"tx_queue_full" help:"Posts refused because a QP's backlog was full."`
+	postErrors     atomic.Uint64 `metric:"post_errors" help:"Work requests the engine refused."`
+	badOwner       atomic.Uint64 `metric:"not_owner" help:"Requests for a QP the session does not own."`
+	cqes           atomic.Uint64 `metric:"cqes" help:"Completions delivered to sessions."`
+	ringPosts      atomic.Uint64 `metric:"ring_posts" help:"Work requests taken from sessions' shared-memory rings."`
+	ringBells      atomic.Uint64 `metric:"ring_doorbells" help:"Times a session's ring doorbell woke the run loop."`
+	appWakes       atomic.Uint64 `metric:"ring_app_wakes" help:"Times the run loop woke an application sleeping on its ring."`
+	ringFailures   atomic.Uint64 `metric:"ring_failures" help:"Sessions closed because their shared-memory ring was corrupt."`
+	ringOverflows  atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
+	stalls         atomic.Uint64 `metric:"loop_stalls" help:"Times the run loop found a receive backlog after not running for more than 500 µs (descheduled, woke late)."`
+	stalledNs      atomic.Uint64 `metric:"loop_stalled_ns" help:"Time the stalls took off the engine's clock, ns: the timers do not count it."`
+	stallHeldTurns atomic.Uint64 `metric:"loop_stall_held_turns" help:"Loop turns whose transmit ran with the engine's timers held: the ACKs a stall left queued were still being read."`
 }
 
 // qpState is the daemon's view of one engine QP.
@@ -461,6 +463,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			if off := d.clk.turn(d.stallAtRisk); off > 0 {
 				d.c.stalls.Add(1)
 				d.c.stalledNs.Add(uint64(off))
+				d.drain.start(d.rxWaiting())
 			}
 		}
 		work := 0
@@ -480,7 +483,16 @@ func (d *Daemon) loop(ctx context.Context) error {
 			break
 		}
 		now := d.now()
-		work += d.receive(now)
+		got := d.receive(now)
+		work += got
+		if d.drain.left > 0 {
+			// The timers wait for the ACKs a stall left queued (rx.go).
+			held := d.drain.read(got)
+			d.eng.HoldTimers(held)
+			if held {
+				d.c.stallHeldTurns.Add(1)
+			}
+		}
 		work += d.feedBacklogs(now)
 		work += d.sendPathProbes(now)
 		work += d.transmit(now)

@@ -27,6 +27,8 @@ type Engine interface {
 	// PollInto is Poll encoding each frame into dst(port), then commit.
 	PollInto(now mrc.Time, dst func(port wire.Plane) []byte, commit func(port wire.Plane, n int))
 	NextDeadline() mrc.Time
+	// HoldTimers stops or restarts Poll's running of the QPs' timers.
+	HoldTimers(held bool)
 	SetPortState(now mrc.Time, port wire.Plane, up bool)
 	Deny(qpn wire.QPN, ev wire.EV) error
 	Allow(qpn wire.QPN, ev wire.EV) error

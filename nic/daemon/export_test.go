@@ -16,6 +16,9 @@ type StallReport struct {
 	Turns         int    // the turns counted
 	Timeouts, Rtx uint64 // ACK timeouts and retransmissions in them
 	EVs, GoodEVs  int    // EVs, and those GOOD, after them
+	// Wall and engine time from the block's end to the last turn counted.
+	DrainWall, DrainEngine time.Duration
+	HeldTurns              uint64 // of the turns, those with the timers held
 }
 
 // StallLoop blocks the run loop for dur at the start of a turn, as the
@@ -28,9 +31,13 @@ func (d *Daemon) StallLoop(dur time.Duration) (StallReport, error) {
 	done := make(chan struct{})
 	var t0 mrc.QPCounters
 	var rx uint64
+	var w0 time.Time
+	var e0 mrc.Time
+	var h0 uint64
 	hook := func() {
 		if r.Turns == 0 {
 			time.Sleep(dur)
+			w0, e0, h0 = time.Now(), d.clk.last, d.c.stallHeldTurns.Load()
 			t0 = d.sumQPs(&r)
 			r.EVs, r.GoodEVs = 0, 0
 		} else {
@@ -44,6 +51,8 @@ func (d *Daemon) StallLoop(dur time.Duration) (StallReport, error) {
 			t1 := d.sumQPs(&r)
 			r.InFlight = inFlight
 			r.Timeouts, r.Rtx = t1.Timeouts-t0.Timeouts, t1.TxRtx-t0.TxRtx
+			r.DrainWall, r.DrainEngine = time.Since(w0), time.Duration(d.now()-e0)
+			r.HeldTurns = d.c.stallHeldTurns.Load() - h0
 			d.turnHook = nil
 			close(done)
 			return

@@ -77,3 +77,31 @@ func TestLoopClock(t *testing.T) {
 		}
 	}
 }
+
+// The timers stay held while the frames a stall left are read, and no
+// longer: a turn that reads the last of them, or reads nothing (a port
+// gone), ends the hold.
+func TestStallDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		waiting int
+		reads   []int
+		want    []bool // held after each read
+	}{
+		{"one batch", rxBatch, []int{rxBatch}, []bool{false}},
+		{"five batches", 5 * rxBatch, []int{rxBatch, rxBatch, rxBatch, rxBatch, rxBatch, rxBatch}, []bool{true, true, true, true, false, false}},
+		{"two ports, uneven", 3*rxBatch + 10, []int{2 * rxBatch, rxBatch, 10}, []bool{true, true, false}},
+		{"a turn reads nothing", 10 * rxBatch, []int{rxBatch, 0, rxBatch}, []bool{true, false, false}},
+		{"nothing waiting", 0, []int{rxBatch}, []bool{false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s stallDrain
+			s.start(tc.waiting)
+			for i, n := range tc.reads {
+				if got := s.read(n); got != tc.want[i] {
+					t.Fatalf("read %d (%d frames, %d waited): held %v, want %v", i, n, tc.waiting, got, tc.want[i])
+				}
+			}
+		})
+	}
+}

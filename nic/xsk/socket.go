@@ -633,7 +633,6 @@ func (s *Socket) Wake() {
 	_, _ = unix.Write(s.efd, one[:]) // EAGAIN only when already signalled
 }
 
-// Stats returns the counters; safe from any goroutine.
 // RxPending is how many descriptors wait in the RX ring now (the kernel's
 // producer index against this socket's consumer index): what arrived and
 // is not read yet. Call it from the receiving goroutine.
@@ -644,6 +643,7 @@ func (s *Socket) RxPending() int {
 	return int(atomic.LoadUint32(s.rx.prod) - s.rx.cachedCons)
 }
 
+// Stats returns the counters; safe from any goroutine.
 func (s *Socket) Stats() Stats {
 	st := Stats{
 		RxFrames:     s.c.rxFrames.Load(),
