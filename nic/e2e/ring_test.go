@@ -47,8 +47,14 @@ func TestWriteLatWakeups(t *testing.T) {
 			// from getrusage), the connection set-up's included.
 			appSwitches := float64(switches) / (2 * iters)
 			t.Logf("per message, both applications: %.2f voluntary context switches", appSwitches)
-			if tc.ring && appSwitches > 2 {
-				t.Fatalf("%.2f voluntary application context switches per message on the rings, want at most 2 (about one wake-up per completion; the Go runtime handing the waiter's P to another thread costs two or three more: verbs HeldWait)", appSwitches)
+			// The bound sits between the two mechanisms as measured on
+			// the 2026-12-04 machine: with the held wait 1.5-1.65 alone
+			// and 2.23 under make test's parallel packages (a wait that
+			// outlasts the 1 ms hold hands the P over after all); without
+			// it (MRC_VERBS_HELD_WAIT=0) 4.45-4.79. It was 2 until that
+			// CI run failed at 2.23.
+			if tc.ring && appSwitches > 3 {
+				t.Fatalf("%.2f voluntary application context switches per message on the rings, want at most 3 (about one wake-up per completion, plus the waits a loaded machine makes longer than the held 1 ms; the Go runtime handing the waiter's P to another thread on every wait costs 4.5: verbs HeldWait)", appSwitches)
 			}
 			d := func(k string) float64 { return float64(c1[k]-c0[k]) / (2 * iters) }
 			t.Logf("per message (half round trip), both daemons: ring posts %.2f, doorbells %.2f, application futex wakes %.2f, loop eventfd wakes %.2f, loop sleeps %.2f",
