@@ -388,3 +388,60 @@ func TestLateAckKeepsGroupCondemned(t *testing.T) {
 		t.Errorf("%d probes into the condemned group after a late acknowledgement of a packet sent before it was condemned, want 1 (the group probed as one path)", probes)
 	}
 }
+
+// TestProbesBeforeRTTSample: a QP whose first packets time out before any
+// RTT sample (its peer not listening yet, or a path slower than expected)
+// probes its ASSUMED_BAD EVs with the timeout its data had, not the 50 µs
+// floor of 3·srtt. Before, every probe of a 10 ms RTT path "failed" after
+// 50 µs and the EV was probed again at once: mrc-lab S7's all-to-all sent
+// 11 557 probes in 100 ms from one QP (srtt still 0), which filled the
+// 40 Mbit/s links, raised the RTT to 97 ms and cost the run 70 % of its
+// busbw (18 Mbit/s against 63).
+func TestProbesBeforeRTTSample(t *testing.T) {
+	const ackTimeout = 20 * Millisecond
+	h := newHarness(t, hopts{seed: 57, qc: QPConfig{AckTimeout: ackTimeout}})
+	h.Delay = 5 * Millisecond // RTT about 10 ms, as S7's delay lines
+	deaf := 25 * Millisecond  // the peer drops everything until then
+	probes := 0
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if from != 0 || (wire.Decoder{}).Decode(f, &p) != nil {
+			return false
+		}
+		if p.Opcode == wire.OpProbe {
+			probes++
+		}
+		return h.now < deaf
+	}
+	h.startTransfer(1<<20, 64<<10)
+	h.run(deaf+ackTimeout/2, nil)
+	s := h.snap(0)
+	bad := 0
+	for _, e := range s.EVs {
+		if e.State == EVAssumedBad {
+			bad++
+		}
+	}
+	t.Logf("by %d ms: %d timeouts, %d EVs ASSUMED_BAD of %d, srtt %d ns, %d probes", h.now/Millisecond, s.Counters.Timeouts, bad, len(s.EVs), s.SRTT, probes)
+	if s.Counters.Timeouts == 0 || s.SRTT != 0 {
+		t.Fatalf("the setup failed: %d timeouts, srtt %d ns (want timeouts before any RTT sample)", s.Counters.Timeouts, s.SRTT)
+	}
+	// At most one probe per EV per data timeout since the first timeout.
+	if budget := len(s.EVs) * int((h.now-ackTimeout)/ackTimeout+1); probes > budget {
+		t.Fatalf("%d probes in the %d ms after the first timeout with no RTT sample yet, want at most %d (one per EV per %d ms)",
+			probes, (h.now-ackTimeout)/Millisecond, budget, ackTimeout/Millisecond)
+	}
+	h.Filter = nil
+	done := 0
+	if !h.run(2*Second, func() bool {
+		for _, c := range h.drainCQ(0) {
+			if c.Status != StatusOK {
+				t.Fatalf("completion %+v", c)
+			}
+			done++
+		}
+		return done == 16
+	}) {
+		t.Fatalf("%d of 16 writes done 2 s after the peer began to listen", done)
+	}
+}

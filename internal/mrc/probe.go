@@ -7,7 +7,16 @@ import "github.com/softmrc/softmrc/internal/wire"
 // purposes: bringing ASSUMED_BAD EVs back (ProbeSuccesses consecutive
 // answers), and validating the reverse EV set of a receive-only QP.
 
+// probeTimeout is how long a probe's answer may take: three RTTs, and
+// before any RTT sample the timeout data packets have then (AckTimeout).
+// Why the second: with srtt 0 the 50 µs floor declared every probe of a
+// longer path lost long before its answer could come, and the EV was
+// probed again at once: thousands of probes an RTT (mrc-lab S7: 11 557 in
+// 100 ms from one QP, filling 40 Mbit/s links; TestProbesBeforeRTTSample).
 func (q *qp) probeTimeout() Time {
+	if q.srtt == 0 {
+		return max(q.cfg.AckTimeout, 50*Microsecond)
+	}
 	return max(3*q.srtt, 50*Microsecond)
 }
 
