@@ -279,17 +279,7 @@ func (c *ccState) onTrim(now Time, srtt Time, lastHop bool) {
 		// takes from us is what we were just delivered; more than that
 		// times the base RTT only queues at its downlink or is trimmed
 		// there, after crossing the fabric.
-		//
-		// The cap stops at MinCwnd: only the trims and marks that follow
-		// take the window below one packet. A delivery rate measured while
-		// the sender itself was held back (its first RTTs, after timeouts)
-		// says little about what the receiver takes: in mrc-lab S7's
-		// all-to-all (RTT 11 ms) one packet acknowledged in the interval
-		// capped a QP at 911 B, and the increase below one packet (8 B per
-		// packet, one packet an RTT) held it there for 1.4 s while the
-		// other ranks waited (TestLastHopCap, "a low rate").
-		r := c.deliveryRate(now)
-		if lim := max(r*float64(c.baseRTT)*lastHopCapGain, float64(c.cfg.MinCwnd)); r > 0 && c.cwnd > lim {
+		if lim := c.deliveryRate(now) * float64(c.baseRTT) * lastHopCapGain; lim > 0 && c.cwnd > lim {
 			c.cwnd = lim
 			c.lastTrim = now
 			c.clamp(now, srtt)
