@@ -174,12 +174,20 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 	if rtt > 0 && (c.baseRTT == 0 || rtt < c.baseRTT) {
 		c.baseRTT = rtt
 	}
-	if !c.dlvOn {
+	// Only acknowledged data clocks the delivery rate. A SACK that
+	// acknowledges nothing (a probe's answer, on any QP to this peer:
+	// the state is the peer's) started and closed intervals too: the rate
+	// then covered time before the data began, and an S7 all-to-all QP
+	// entering receiver-limited mode was capped at 2-20 % of its share
+	// (TestDeliveryRateIgnoresEmptyAcks).
+	switch {
+	case acked == 0:
+	case !c.dlvOn:
 		c.dlvOn, c.dlvStart = true, now
-	} else {
+	default:
 		c.dlvBytes += acked
 	}
-	if srtt > 0 && now-c.dlvStart >= srtt {
+	if acked > 0 && srtt > 0 && now-c.dlvStart >= srtt {
 		// An interval stretched by an idle spell says nothing about what
 		// the receiver takes: keep the previous rate.
 		if now-c.dlvStart <= 4*srtt {

@@ -160,3 +160,31 @@ func TestSubPacketDecrease(t *testing.T) {
 		t.Fatalf("cwnd %.0f after three marks: cut like the window rule", c.cwnd)
 	}
 }
+
+// TestDeliveryRateIgnoresEmptyAcks: SACKs that acknowledge nothing (probe
+// answers, on any QP to the peer) neither start nor close a delivery-rate
+// interval. Before, a probe answer 9 µs before the data began started an
+// interval that the first data acknowledged closed: its rate, 1.6 B/ns of
+// a flow delivering 8, stood as the measured rate for the next srtt, and
+// the last-hop cap cut the window to it.
+func TestDeliveryRateIgnoresEmptyAcks(t *testing.T) {
+	const mtu = 2048
+	const srtt = 10 * Microsecond
+	cfg := CCConfig{InitCwnd: 256 << 10}
+	cfg.setDefaults(mtu)
+	var c ccState
+	c.init(&cfg, mtu)
+	now := Time(100 * Microsecond)
+	for i := 0; i < 5; i++ { // probe answers an srtt apart
+		c.onAck(now, 0, false, 0, srtt)
+		now += srtt
+	}
+	now -= Microsecond // the data begins 9 µs after the last answer
+	for i := 0; i < 6; i++ { // one ack per µs, 8 000 B each: 8 B/ns
+		c.onAck(now, 8000, false, 8*Microsecond, srtt)
+		now += Microsecond
+	}
+	if r := c.deliveryRate(now); r < 6 || r > 8.1 {
+		t.Fatalf("after 6 µs of data at 8 B/ns: delivery rate %.2f B/ns", r)
+	}
+}
