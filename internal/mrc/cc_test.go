@@ -179,7 +179,7 @@ func TestDeliveryRateIgnoresEmptyAcks(t *testing.T) {
 		c.onAck(now, 0, false, 0, srtt)
 		now += srtt
 	}
-	now -= Microsecond // the data begins 9 µs after the last answer
+	now -= Microsecond       // the data begins 9 µs after the last answer
 	for i := 0; i < 6; i++ { // one ack per µs, 8 000 B each: 8 B/ns
 		c.onAck(now, 8000, false, 8*Microsecond, srtt)
 		now += Microsecond
