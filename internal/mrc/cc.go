@@ -60,6 +60,9 @@ type ccState struct {
 	dlvStart Time
 	dlvRate  float64
 	dlvOn    bool
+	// dlvFull: the window was full at some send of the interval in
+	// progress (window-limited, not application-limited: sent).
+	dlvFull bool
 	// nextSend paces a window below one packet (sent): no packet leaves
 	// before it.
 	nextSend Time
@@ -123,6 +126,9 @@ func (c *ccState) windowOpen(n int) bool {
 // scheduling noise in the RTT samples does not move.
 func (c *ccState) sent(now Time, n int, srtt Time) {
 	c.inflight += n
+	if float64(c.inflight) >= c.cwnd-float64(c.mtu) {
+		c.dlvFull = true
+	}
 	rtt := cmp.Or(c.baseRTT, srtt)
 	if c.cfg.Disable || rtt <= 0 || float64(n) <= c.cwnd {
 		return
@@ -190,10 +196,21 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 	if acked > 0 && srtt > 0 && now-c.dlvStart >= srtt {
 		// An interval stretched by an idle spell says nothing about what
 		// the receiver takes: keep the previous rate.
+		//
+		// An interval in which the window was never full measured the
+		// application (a collective between its steps, a message's
+		// tail), not the path: it may raise the rate, never lower it, as
+		// in delivery rate estimation's app-limited samples (Cheng et
+		// al., draft-cheng-iccrg-delivery-rate-estimation). Lowered by
+		// such samples, the last-hop cap cut S7 all-to-all QPs from
+		// 28 KB to 200-400 B, where the increase below one packet held
+		// them for 1.4 s (TestDeliveryRateAppLimited).
 		if now-c.dlvStart <= 4*srtt {
-			c.dlvRate = float64(c.dlvBytes) / float64(now-c.dlvStart)
+			if r := float64(c.dlvBytes) / float64(now-c.dlvStart); c.dlvFull || r > c.dlvRate {
+				c.dlvRate = r
+			}
 		}
-		c.dlvBytes, c.dlvStart = 0, now
+		c.dlvBytes, c.dlvStart, c.dlvFull = 0, now, false
 	}
 	if acked > 0 {
 		m := 0.0

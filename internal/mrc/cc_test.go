@@ -188,3 +188,54 @@ func TestDeliveryRateIgnoresEmptyAcks(t *testing.T) {
 		t.Fatalf("after 6 µs of data at 8 B/ns: delivery rate %.2f B/ns", r)
 	}
 }
+
+// TestDeliveryRateAppLimited: an interval in which the window was never
+// full (the application had little to send) may raise the delivery rate
+// but not lower it, so the last-hop cap does not cut a sender to what it
+// happened to send while idle. Before, a collective's quiet spell between
+// steps measured 0.2 Mbit/s, and the first last-hop trim of the next step
+// cut the window from 28 KB to 225 B (mrc-lab S7).
+func TestDeliveryRateAppLimited(t *testing.T) {
+	const mtu = 2048
+	const srtt = 10 * Microsecond
+	for _, tc := range []struct {
+		name     string
+		fill     bool    // the quiet interval's sends fill the window
+		wantRate float64 // B/ns after it
+	}{
+		{"application-limited: the busy rate stays", false, 8},
+		{"window-limited: the low rate counts", true, 0.18},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := CCConfig{InitCwnd: 64 * mtu}
+			cfg.setDefaults(mtu)
+			var c ccState
+			c.init(&cfg, mtu)
+			now := Time(100 * Microsecond)
+			// A busy srtt: the window full, 8 B/ns acknowledged.
+			c.sent(now, int(c.cwnd), srtt)
+			for i := 0; i <= 10; i++ {
+				c.inflight -= 8000
+				c.onAck(now, 8000, false, 8*Microsecond, srtt)
+				now += Microsecond
+			}
+			c.inflight = 0
+			if r := c.deliveryRate(now); r < 7.9 || r > 8.1 {
+				t.Fatalf("busy interval: delivery rate %.2f B/ns, want 8", r)
+			}
+			// A quiet srtt: 200 B acknowledged per µs, 0.18 B/ns over the interval.
+			if tc.fill {
+				c.sent(now, int(c.cwnd), srtt)
+			} else {
+				c.sent(now, 2000, srtt)
+			}
+			for i := 0; i < 10; i++ {
+				now += Microsecond
+				c.onAck(now, 200, false, 8*Microsecond, srtt)
+			}
+			if r := c.deliveryRate(now); r < tc.wantRate*0.95 || r > tc.wantRate*1.05 {
+				t.Fatalf("after the quiet interval: delivery rate %.2f B/ns, want %.2f", r, tc.wantRate)
+			}
+		})
+	}
+}
