@@ -640,7 +640,6 @@ func (q *qp) snapshot(s *QPSnapshot) {
 	s.EVs, s.ReverseEVs = evs, rev
 }
 
-// deadline is the earliest time this QP needs Poll.
 // timerDeadline is the earliest deadline runTimers acts on.
 func (q *qp) timerDeadline() Time {
 	d := Never
@@ -666,6 +665,8 @@ func (q *qp) timerDeadline() Time {
 	return d
 }
 
+// deadline is the earliest time this QP needs Poll; while the engine's
+// timers are held (HoldTimers) their deadlines do not count.
 func (q *qp) deadline() Time {
 	if q.state != QPReady {
 		return Never
