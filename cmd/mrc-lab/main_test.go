@@ -32,6 +32,8 @@ func TestCommands(t *testing.T) {
 		{[]string{"check", "no-such"}, 1, "", "no-such: no such file and no shipped scenario of that name"},
 		{[]string{"run"}, 2, "", "name at least one scenario"},
 		{[]string{"run", "no-such"}, 2, "", "no such file"},
+		{[]string{"run", "--variants", "mrc-2qp", "s07-collectives"}, 2, "", `s07-collectives has no variant "mrc-2qp" (mrc-1qp, mrc-1qp-loss`},
+		{[]string{"run", "--variants", "mrc-1qp", "s01-bandwidth"}, 2, "", "s01-bandwidth has no variants"},
 		{[]string{"run", "--readme", nomark, "s01-bandwidth"}, 2, "", "--readme " + nomark + ": no \"<!-- reproduce:begin"},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 	}

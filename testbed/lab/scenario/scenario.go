@@ -401,3 +401,49 @@ func (s *Scenario) Hosts() []string {
 	}
 	return out
 }
+
+// Only is s with just the named variants, in file order, and the claims
+// that need no other: a per-run claim of a dropped variant goes, and so do
+// a claim on values one of them measured and a claim given a condition that
+// went. Why: an A/B of a build on one variant of S7 (15–25 s) should not
+// run the five others (5 minutes) or fail on their missing values.
+func (s *Scenario) Only(names []string) (*Scenario, error) {
+	if len(s.Variants) == 0 {
+		return nil, fmt.Errorf("%s has no variants", s.Name)
+	}
+	for _, n := range names {
+		if s.Variant(n) == nil {
+			return nil, fmt.Errorf("%s has no variant %q (%s)", s.Name, n, variantNames(s))
+		}
+	}
+	c := *s
+	c.Variants = nil
+	for _, v := range s.Variants {
+		if slices.Contains(names, v.Name) {
+			c.Variants = append(c.Variants, v)
+		}
+	}
+	kept := func(e Expect) bool {
+		if e.Variant != "" && !slices.Contains(names, e.Variant) {
+			return false
+		}
+		for _, val := range append([]string{e.Value, e.Of}, e.Values...) {
+			// A name without a variant is the claim's own variant's.
+			if v, _, ok := strings.Cut(val, "."); ok && strings.Count(val, ".") == 2 && !slices.Contains(names, v) {
+				return false
+			}
+		}
+		return true
+	}
+	c.Expect = nil
+	for _, e := range s.Expect {
+		if !kept(e) {
+			continue
+		}
+		if e.Given != "" && !slices.ContainsFunc(s.Expect, func(g Expect) bool { return g.Claim == e.Given && kept(g) }) {
+			continue
+		}
+		c.Expect = append(c.Expect, e)
+	}
+	return &c, nil
+}

@@ -472,3 +472,63 @@ func TestGivenErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyVariants: Only keeps the named variants of the shipped S7 and the
+// claims that need no other run; unknown names and a scenario without
+// variants are errors.
+func TestOnlyVariants(t *testing.T) {
+	s, err := Load("../../scenarios/s07-collectives.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		names  []string
+		claims []string // every claim kept, by a fragment of its text
+	}{
+		{[]string{"mrc-1qp"}, []string{"MRC sprays", "MRC, no loss", "MRC 1 QP all-reduce busbw ≥", "MRC 1 QP all-to-all busbw ≥"}},
+		{[]string{"mrc-1qp-loss", "mrc-1qp"}, []string{"MRC sprays", "MRC, no loss", "MRC, 1 % loss", "MRC 1 QP all-reduce busbw ≥", "MRC 1 QP all-to-all busbw ≥",
+			"all-reduce: MRC under 1 % loss", "all-to-all: MRC under 1 % loss"}},
+	} {
+		o, err := s.Only(tc.names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []string
+		for _, v := range o.Variants {
+			vs = append(vs, v.Name)
+		}
+		if want := []string{"mrc-1qp", "mrc-1qp-loss"}[:len(tc.names)]; strings.Join(vs, ",") != strings.Join(want, ",") {
+			t.Errorf("Only(%v): variants %v, want %v (file order)", tc.names, vs, want)
+		}
+		if len(o.Expect) != len(tc.claims) {
+			var got []string
+			for _, e := range o.Expect {
+				got = append(got, e.Claim)
+			}
+			t.Errorf("Only(%v): %d claims kept, want %d:\n%s", tc.names, len(o.Expect), len(tc.claims), strings.Join(got, "\n"))
+			continue
+		}
+		for _, frag := range tc.claims {
+			found := false
+			for _, e := range o.Expect {
+				found = found || strings.Contains(e.Claim, frag)
+			}
+			if !found {
+				t.Errorf("Only(%v): no claim %q kept", tc.names, frag)
+			}
+		}
+	}
+	if len(s.Variants) != 7 {
+		t.Errorf("Only changed the scenario it was called on: %d variants", len(s.Variants))
+	}
+	if _, err := s.Only([]string{"mrc-2qp"}); err == nil || !strings.Contains(err.Error(), "no variant") {
+		t.Errorf("unknown variant: %v", err)
+	}
+	plain, err := Load("../../scenarios/s01-bandwidth.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Only([]string{"x"}); err == nil {
+		t.Error("a scenario without variants: no error")
+	}
+}
