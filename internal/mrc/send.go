@@ -398,9 +398,15 @@ func (q *qp) handleSACK(p *wire.Packet) {
 	}
 }
 
-// rttSample measures the RTT of the packet that triggered a SACK: from the
-// TSETH echo (1.024 µs units), refined to the exact send time when the echo
-// matches the recorded transmission of that PSN.
+// rttSample measures the RTT of the packet that triggered a SACK, from its
+// recorded send time, when the TSETH echo (1.024 µs units) is that of the
+// transmission recorded for that PSN; otherwise there is no sample (0).
+// Why not the echo alone: 16 bits of 1.024 µs wrap every 67 ms, and an echo
+// that is not the recorded transmission's is an earlier transmission of a
+// retransmitted packet, or a PSN outside the window, whose age is unknown
+// (Karn's rule). Taken modulo 67 ms, the original of a packet held that long
+// read as an RTT of tens of µs, and the base RTT, a minimum, kept it
+// (TestRTTSampleOnlyFromItsTransmission; mrc-lab S7, docs/engine.md).
 func (q *qp) rttSample(trig wire.PSN, echo uint16) Time {
 	now := q.e.now
 	var rtt Time
@@ -408,9 +414,6 @@ func (q *qp) rttSample(trig wire.PSN, echo uint16) Time {
 		if pk := q.slot(trig); pk.flags&pktSent != 0 && pk.ts == echo {
 			rtt = now - pk.sentAt
 		}
-	}
-	if rtt == 0 {
-		rtt = Time(uint16(ts16(now)-echo)) << 10
 	}
 	if rtt <= 0 || rtt > Second {
 		return 0
