@@ -1,6 +1,10 @@
 package mrc
 
-import "github.com/softmrc/softmrc/internal/wire"
+import (
+	"math/bits"
+
+	"github.com/softmrc/softmrc/internal/wire"
+)
 
 // flapDamp is the flap damping of one plane as seen by one side: the local
 // port (carrier) or a peer's port (its port-status mask). A plane that went
@@ -186,10 +190,13 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 		return
 	}
 	sd := q.peer.pathDampOf(g.plane, g.t1)
-	if !sd.outage(g.deadAt, q.e.now, &q.e.cfg) {
+	pf := &q.peer.planeFlap[g.plane]
+	pathHeld := sd.outage(g.deadAt, q.e.now, &q.e.cfg)
+	planeHeld := pf.outage(g.t1, g.deadAt, q.e.now, &q.e.cfg)
+	if !pathHeld && !planeHeld {
 		return // not flapping
 	}
-	g.until = max(g.until, sd.until)
+	g.until = max(g.until, q.flapUntil(g))
 	if g.held {
 		return // held already: the hold now ends later
 	}
@@ -222,11 +229,68 @@ func (q *qp) holdPath(gi int32, until Time) {
 // in the next up phase.
 func (q *qp) pathKnownFlapping(gi int32) bool {
 	g := &q.grps[gi]
-	if g.held || q.peer == nil || q.peer.pathDamp == nil {
+	if g.held || q.peer == nil {
 		return false
 	}
-	sd := q.peer.pathDamp[pathKey(g.plane, g.t1)]
-	return sd != nil && sd.holding(q.e.now) && q.otherPathUsable(gi)
+	sd := q.peer.pathDamp[pathKey(g.plane, g.t1)] // nil map: nil
+	flapping := sd != nil && sd.holding(q.e.now) || q.peer.planeFlap[g.plane].holding(q.e.now)
+	return flapping && q.otherPathUsable(gi)
+}
+
+// flapUntil is the end of the hold that the shared counts (the path's,
+// and its plane's first hops') put on group g's path.
+func (q *qp) flapUntil(g *evGroup) Time {
+	until := q.peer.planeFlap[g.plane].until
+	if sd := q.peer.pathDamp[pathKey(g.plane, g.t1)]; sd != nil {
+		until = max(until, sd.until)
+	}
+	return until
+}
+
+// planeFlap is the outage count of a plane's first hops toward a peer (the
+// NIC–T0 links at either end, the T0s): an outage counts when paths
+// through two or more T1s of the plane report one in the same down phase
+// (phaseT1 collects their T1s; phaseEnd is the latest end reported, and
+// an outage that began after it opens a new phase). From the second such
+// outage within FlapWindow every path of the plane is known to flap, and a
+// QP holds each at its first EV failure (pathKnownFlapping), as it does a
+// path that flapped twice itself.
+//
+// Why: a flapping NIC–T0 link takes every path of its plane down, but each
+// path (plane, T1) counted its own outages, and one is counted only where a
+// QP's group through it was condemned and probed back: in mrc-lab S3 (4 QPs,
+// 4 T1s per plane, a few packets per path and 100 ms down phase) the
+// plane's paths were held one by one 0.2–1 s after the flapping began, and
+// the flapping planes carried 0.17–0.22 of the full rate (0.67–0.72 in all,
+// want 0.5) in the first half second of the claim's window. Two T1s: a
+// T0–T1 link or a T1 that flaps takes down the paths through one T1 only,
+// and holding its whole plane for it would cost P times more.
+type planeFlap struct {
+	flapDamp
+	phaseT1  uint64
+	phaseEnd Time
+	counted  bool
+}
+
+// planeFlapT1s is how many T1s' paths of a plane must report an outage in
+// one down phase for it to count as the plane's (a variable so that tests
+// can compare with the count off).
+var planeFlapT1s = 2
+
+// outage records an outage of the path through T1 t1 from deadAt to now,
+// as one QP saw it, and reports whether the plane is to be held.
+func (d *planeFlap) outage(t1 uint8, deadAt, now Time, cfg *Config) bool {
+	if deadAt >= d.phaseEnd {
+		d.phaseT1, d.counted = 0, false // a new down phase
+	}
+	d.phaseT1 |= 1 << (t1 % 64)
+	d.phaseEnd = max(d.phaseEnd, now)
+	if d.counted || bits.OnesCount64(d.phaseT1) < planeFlapT1s {
+		return d.holding(now)
+	}
+	d.counted = true
+	d.down(deadAt, cfg)
+	return d.upHold(now, cfg, pathHoldBase(cfg))
 }
 
 func pathKey(plane wire.Plane, t1 uint8) uint16 { return uint16(plane)<<8 | uint16(t1) }

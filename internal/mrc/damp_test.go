@@ -344,3 +344,87 @@ func flapHarness(t *testing.T, seed uint64, window, hold, holdMax Time, size int
 	h.startTransfer(size, 256<<10)
 	return h
 }
+
+// TestPlaneFlapCountsFirstHopOutages: outages reported through paths of
+// two T1s or more of a plane in one down phase count once for the plane;
+// outages through one T1 only (a T0–T1 link or a T1 flapping) never count;
+// from the second counted outage within FlapWindow the plane is held.
+func TestPlaneFlapCountsFirstHopOutages(t *testing.T) {
+	cfg := Config{FlapWindow: 1000, FlapHold: 10, FlapHoldMax: 100}
+	type report struct {
+		t1          uint8
+		deadAt, now Time
+		held        bool
+	}
+	cases := []struct {
+		name    string
+		reports []report
+	}{
+		{"one T1, many outages", []report{{1, 0, 50, false}, {1, 100, 150, false}, {1, 200, 250, false}, {1, 300, 350, false}}},
+		{"two T1s, one outage", []report{{1, 0, 50, false}, {2, 5, 55, false}, {3, 8, 56, false}}},
+		{"two T1s, two outages", []report{{1, 0, 50, false}, {2, 5, 55, false}, {1, 100, 150, false}, {3, 105, 152, true}, {0, 110, 153, true}}},
+		{"second outage through one T1 only", []report{{1, 0, 50, false}, {2, 5, 55, false}, {1, 100, 150, false}, {1, 200, 250, false}}},
+		{"far apart: decays", []report{{1, 0, 50, false}, {2, 5, 55, false}, {1, 2000, 2050, false}, {2, 2005, 2055, false}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var d planeFlap
+			for i, r := range tc.reports {
+				if held := d.outage(r.t1, r.deadAt, r.now, &cfg); held != r.held {
+					t.Errorf("report %d (T1 %d, %d..%d): held %v, want %v", i, r.t1, r.deadAt, r.now, held, r.held)
+				}
+			}
+		})
+	}
+}
+
+// TestPlaneKnownFlappingHoldsEveryPath: once the peer's count says a
+// plane's first hops flap (planeFlap holding), a QP holds any group of that
+// plane at the first EV failure on it, as for a path that flapped twice
+// itself, until the plane's hold ends; a group of another plane is not
+// held for a failure, nor is a group of the plane when its count is not
+// holding. Before planeFlap a group of a flapping plane was held only once
+// its own path (plane, T1) had two counted outages: in mrc-lab S3 the
+// flapping planes carried 0.08–0.21 of the full rate in the first half
+// second of the claim's window, 0.03–0.21 with it (docs/engine.md).
+func TestPlaneKnownFlappingHoldsEveryPath(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		holding  bool
+		plane    wire.Plane
+		wantHeld bool
+	}{
+		{"plane flapping, its group", true, 1, true},
+		{"plane flapping, another plane's group", true, 2, false},
+		{"plane not flapping", false, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 81})
+			h.startTransfer(8<<20, 256<<10)
+			h.run(100*Microsecond, nil)
+			q := h.eng[0].qps[h.qp[0]]
+			until := h.now + 5*Millisecond
+			if tc.holding {
+				q.peer.planeFlap[1].until = until
+			}
+			idx := int32(-1)
+			for i := range q.evs {
+				if x := &q.evs[i]; x.plane == tc.plane && x.state == EVGood {
+					idx = int32(i)
+					break
+				}
+			}
+			if idx < 0 {
+				t.Fatalf("no GOOD EV on plane %d", tc.plane)
+			}
+			q.pathFailedAt(idx, h.now)
+			g := &q.grps[q.evs[idx].grp]
+			if g.held != tc.wantHeld {
+				t.Fatalf("group (plane %d, T1 %d) held %v after one EV failure, want %v", g.plane, g.t1, g.held, tc.wantHeld)
+			}
+			if tc.wantHeld && g.until != until {
+				t.Fatalf("held until %d, want the plane's hold %d", g.until, until)
+			}
+		})
+	}
+}

@@ -68,7 +68,11 @@ type peer struct {
 	// the peer seen by any of its QPs (damp.go, pathAnswered); made on
 	// first use.
 	pathDamp map[uint16]*sharedDamp
-	cc       ccState
+	// planeFlap counts the outages of each plane's first hops toward the
+	// peer: outages that paths through two T1s or more of the plane saw
+	// in the same down phase (damp.go, planeFlap).
+	planeFlap [wire.MaxPlanes]planeFlap
+	cc        ccState
 	srtt     Time
 
 	epPending bool

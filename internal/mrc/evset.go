@@ -441,7 +441,7 @@ func (q *qp) pathFailedAt(idx int32, sent Time) {
 		}
 	}
 	if hold {
-		q.holdPath(x.grp, q.peer.pathDampOf(g.plane, g.t1).until)
+		q.holdPath(x.grp, q.flapUntil(g))
 	}
 }
 
