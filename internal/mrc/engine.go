@@ -73,7 +73,7 @@ type peer struct {
 	// in the same down phase (damp.go, planeFlap).
 	planeFlap [wire.MaxPlanes]planeFlap
 	cc        ccState
-	srtt     Time
+	srtt      Time
 
 	epPending bool
 	epReqID   uint16
