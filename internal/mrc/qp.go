@@ -196,6 +196,7 @@ type txPkt struct {
 	off    uint32
 	n      uint32
 	sentAt Time
+	first  Time   // send time of the first transmission (rttSample)
 	ev     int32  // evs index of the latest transmission (-1 none)
 	seq    uint32 // transmission number, matches timer entries
 	ts     uint16

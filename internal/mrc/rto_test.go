@@ -159,50 +159,70 @@ func TestHoldTimers(t *testing.T) {
 	}
 }
 
-// TestRTTSampleOnlyFromItsTransmission: a SACK whose timestamp echo is not
-// that of the transmission the sender recorded for the trigger PSN (the
-// trigger was retransmitted, or is outside the window) gives no RTT
-// sample. The echo is 16 bits of 1.024 µs and wraps every 67 ms: the
-// original of a retransmitted packet, held 67 ms in a queue (or a stalled
-// daemon's ring), came back as an RTT of tens of µs, and the base RTT, a
-// minimum, kept it. In mrc-lab S7 (RTT 11 ms) a base RTT of 0.85 ms made
-// the last-hop cap (delivery rate × base RTT) cut windows from ~100 KB to
-// ~500 B, held there for 1.4 s (docs/engine.md, "Last-hop cap").
+// TestRTTSampleOnlyFromItsTransmission: a SACK whose timestamp echo is
+// that of an earlier transmission than the one recorded for its trigger
+// PSN (the original of a retransmitted packet) gives an RTT sample from
+// the echo only while the first transmission is less than one echo period
+// old. The echo is 16 bits of 1.024 µs and wraps every 67 ms: the original
+// of a retransmitted packet, held 67 ms in a queue (or a stalled daemon's
+// ring), came back as an RTT of tens of µs, and the base RTT, a minimum,
+// kept it. In mrc-lab S7 (RTT 11 ms) a base RTT of 0.85 ms made the
+// last-hop cap (delivery rate × base RTT) cut windows from ~100 KB to
+// ~500 B, held there for 1.4 s (docs/engine.md, "Last-hop cap"). Held 5 ms
+// (a spurious retransmission), the original's RTT is real and is sampled,
+// as RFC 7323 samples it: srtt grows.
 func TestRTTSampleOnlyFromItsTransmission(t *testing.T) {
-	const start = wire.PSN(3000)
-	h := newHarness(t, hopts{seed: 77, qc: QPConfig{StartPSN: start}})
-	h.Delay = 250 * Microsecond
-	const wrap = Time(1<<16) << 10 // the echo's period
-	target := start.Add(40)
-	held := false
-	h.Filter = func(from int, port wire.Plane, f []byte) bool {
-		var p wire.Packet
-		if held || from != 0 || (wire.Decoder{}).Decode(f, &p) != nil || !p.Opcode.IsData() || p.PSN != target {
-			return false
-		}
-		// The first transmission reaches the peer one wrap of the echo
-		// (less the return trip, plus 30 µs) later: its SACK's echo then
-		// reads as a 30 µs RTT.
-		held = true
-		h.seq++
-		heap.Push(&h.fl, flight{at: h.now + wrap - h.Delay + 30*Microsecond, seq: h.seq, to: 1, port: port, b: append([]byte(nil), f...)})
-		return true
-	}
-	h.startTransfer(1<<20, 64<<10)
-	h.run(wrap+10*Millisecond, nil)
-	if !held {
-		t.Fatal("the target packet was never sent")
-	}
-	s := h.snap(0)
-	if s.Counters.TxRtx == 0 {
-		t.Fatal("the held packet was not retransmitted")
-	}
-	if dup := h.snap(1).Counters.RxDup; dup == 0 {
-		t.Fatal("the held original never reached the peer")
-	}
-	base := h.eng[0].qps[h.qp[0]].peer.cc.baseRTT
-	t.Logf("base RTT %d ns, srtt %d ns; %d retransmissions", base, s.SRTT, s.Counters.TxRtx)
-	if base < 2*h.Delay {
-		t.Fatalf("base RTT %d ns, below the path's %d ns: a wrapped echo of another transmission was taken as an RTT sample", base, 2*h.Delay)
+	const (
+		start = wire.PSN(3000)
+		delay = 250 * Microsecond
+	)
+	for _, tc := range []struct {
+		name       string
+		hold       Time // the first transmission reaches the peer this much later
+		wantSample bool
+	}{
+		// Its SACK's echo then reads as a 30 µs RTT.
+		{"held one echo period", echoPeriod - delay + 30*Microsecond, false},
+		{"held 5 ms", 5 * Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 77, qc: QPConfig{StartPSN: start}})
+			h.Delay = delay
+			target := start.Add(40)
+			q := h.eng[0].qps[h.qp[0]]
+			held := false
+			var arrives, before Time
+			h.Filter = func(from int, port wire.Plane, f []byte) bool {
+				var p wire.Packet
+				if held || from != 0 || (wire.Decoder{}).Decode(f, &p) != nil || !p.Opcode.IsData() || p.PSN != target {
+					return false
+				}
+				held, arrives = true, h.now+tc.hold
+				h.seq++
+				heap.Push(&h.fl, flight{at: arrives, seq: h.seq, to: 1, port: port, b: append([]byte(nil), f...)})
+				h.at(arrives-Microsecond, func() { before = q.srtt })
+				return true
+			}
+			h.startTransfer(1<<20, 64<<10)
+			h.run(tc.hold+20*Millisecond, nil)
+			if !held || before == 0 {
+				t.Fatalf("the target packet was never sent (held %v), or srtt was 0 before its original arrived", held)
+			}
+			s := h.snap(0)
+			if s.Counters.TxRtx == 0 {
+				t.Fatal("the held packet was not retransmitted")
+			}
+			if dup := h.snap(1).Counters.RxDup; dup == 0 {
+				t.Fatal("the held original never reached the peer")
+			}
+			base := q.peer.cc.baseRTT
+			t.Logf("base RTT %d ns; srtt %d ns before the original arrived, %d after; %d retransmissions", base, before, q.srtt, s.Counters.TxRtx)
+			if base < 2*delay {
+				t.Fatalf("base RTT %d ns, below the path's %d ns: a wrapped echo of another transmission was taken as an RTT sample", base, 2*delay)
+			}
+			if sampled := q.srtt > before+before/4; sampled != tc.wantSample {
+				t.Fatalf("srtt %d ns → %d ns when the original's SACK came back: sampled %v, want %v", before, q.srtt, sampled, tc.wantSample)
+			}
+		})
 	}
 }

@@ -198,6 +198,9 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	t.Payload = m.src[pk.off : pk.off+pk.n]
 
 	q.txSeq++
+	if pk.flags&pktSent == 0 {
+		pk.first = now
+	}
 	pk.ev, pk.sentAt, pk.seq, pk.ts = idx, now, q.txSeq, ts
 	pk.flags |= pktInFlight | pktSent
 	q.peer.cc.sent(now, n, q.srtt)
@@ -398,21 +401,27 @@ func (q *qp) handleSACK(p *wire.Packet) {
 	}
 }
 
-// rttSample measures the RTT of the packet that triggered a SACK, from its
-// recorded send time, when the TSETH echo (1.024 µs units) is that of the
-// transmission recorded for that PSN; otherwise there is no sample (0).
-// Why not the echo alone: 16 bits of 1.024 µs wrap every 67 ms, and an echo
-// that is not the recorded transmission's is an earlier transmission of a
-// retransmitted packet, or a PSN outside the window, whose age is unknown
-// (Karn's rule). Taken modulo 67 ms, the original of a packet held that long
+// rttSample measures the RTT of the packet that triggered a SACK from the
+// TSETH echo (1.024 µs units) of the transmission that triggered it: from
+// the recorded send time when the echo is that of the latest transmission,
+// and from the echo itself when it is an earlier one (the original of a
+// spuriously retransmitted packet: its RTT is real, and RFC 7323 measures
+// it from the echoed timestamp too) sent less than one echo period
+// (16 bits of 1.024 µs, 67 ms) ago. Otherwise there is no sample (0): an
+// older echo, or one for a PSN outside the window, has an unknown number
+// of wraps. Taken modulo 67 ms, the original of a packet held that long
 // read as an RTT of tens of µs, and the base RTT, a minimum, kept it
 // (TestRTTSampleOnlyFromItsTransmission; mrc-lab S7, docs/engine.md).
 func (q *qp) rttSample(trig wire.PSN, echo uint16) Time {
 	now := q.e.now
 	var rtt Time
 	if trig.Before(q.sndNxt) && int(q.sndNxt.Diff(trig)) <= q.W {
-		if pk := q.slot(trig); pk.flags&pktSent != 0 && pk.ts == echo {
+		switch pk := q.slot(trig); {
+		case pk.flags&pktSent == 0:
+		case pk.ts == echo:
 			rtt = now - pk.sentAt
+		case now-pk.first < echoPeriod:
+			rtt = Time(uint16(ts16(now)-echo)) << 10
 		}
 	}
 	if rtt <= 0 || rtt > Second {
@@ -421,6 +430,10 @@ func (q *qp) rttSample(trig wire.PSN, echo uint16) Time {
 	q.updateRTT(rtt)
 	return rtt
 }
+
+// echoPeriod is the period of the TSETH timestamp (ts16): 2^16 units of
+// 1.024 µs.
+const echoPeriod = Time(1<<16) << 10
 
 func (q *qp) updateRTT(rtt Time) {
 	if q.srtt == 0 {
