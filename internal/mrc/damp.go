@@ -273,9 +273,8 @@ type planeFlap struct {
 }
 
 // planeFlapT1s is how many T1s' paths of a plane must report an outage in
-// one down phase for it to count as the plane's (a variable so that tests
-// can compare with the count off).
-var planeFlapT1s = 2
+// one down phase for it to count as the plane's.
+const planeFlapT1s = 2
 
 // outage records an outage of the path through T1 t1 from deadAt to now,
 // as one QP saw it, and reports whether the plane is to be held.
