@@ -22,17 +22,24 @@ import (
 const CollectiveStall = 30 * time.Second
 
 // collectiveArgs is the command line of a collective flow, one size
-// (-b = -e = Size), one warm-up iteration, --json for rank 0's table.
+// (-b = -e = Size), f.Warmup untimed iterations first, --json for rank 0's
+// table.
 func collectiveArgs(bin string, f scenario.Flow) []string {
 	size := strconv.Itoa(f.Size)
 	check := "0"
 	if f.Check {
 		check = "1"
 	}
-	args := []string{bin, "--json", "-b", size, "-e", size, "-n", strconv.Itoa(f.Iters), "-w", "1", "-c", check,
+	args := []string{bin, "--json", "-b", size, "-e", size, "-n", strconv.Itoa(f.Iters), "-w", strconv.Itoa(max(f.Warmup, 1)), "-c", check,
 		"--qps", strconv.Itoa(f.QPs), "--timeout", f.Timeout.String(), "--stall", CollectiveStall.String()}
 	if f.Transport != "" {
 		args = append(args, "--transport", f.Transport)
+	}
+	if f.Slots > 0 {
+		args = append(args, "--slots", strconv.Itoa(f.Slots))
+	}
+	if f.SlotBytes > 0 {
+		args = append(args, "--slot_bytes", strconv.Itoa(f.SlotBytes))
 	}
 	return args
 }

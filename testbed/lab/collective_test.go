@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
 )
@@ -23,6 +24,20 @@ h0:   "avg_busbw": 0.01,
 h0:   "wrong": 2
 h0: }
 `
+
+func TestCollectiveArgsOptions(t *testing.T) {
+	f := scenario.Flow{Name: "ar", Tool: "mrc-allreduce-perf", Hosts: []string{"h0", "h2"}, Size: 1 << 20, Iters: 5, QPs: 1, Timeout: time.Minute}
+	if a := strings.Join(collectiveArgs("x", f), " "); strings.Contains(a, "--slot") {
+		t.Errorf("args %q: slots given without being set", a)
+	}
+	if a := strings.Join(collectiveArgs("x", f), " "); !strings.Contains(a, " -w 1 ") {
+		t.Errorf("args %q: want one warm-up iteration by default", a)
+	}
+	f.Slots, f.SlotBytes, f.Warmup = 32, 16<<10, 5
+	if a := strings.Join(collectiveArgs("x", f), " "); !strings.Contains(a, " --slots 32") || !strings.Contains(a, " --slot_bytes 16384") || !strings.Contains(a, " -w 5 ") {
+		t.Errorf("args %q: want -w 5 --slots 32 --slot_bytes 16384", a)
+	}
+}
 
 func TestParseCollective(t *testing.T) {
 	rep, err := parseCollective([]byte(groupOut), "h0")

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/softmrc/softmrc/nic/perf"
+	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/run"
 	"github.com/softmrc/softmrc/testbed/topo"
@@ -38,7 +39,7 @@ var (
 	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
 	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "cc_scale", "roce_ack_timeout"}
 	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
-	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout", "rate"}
+	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout", "rate", "slots", "slot_bytes", "warmup"}
 	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
 	faultFields   = []string{"at", "before_traffic", "target", "op"}
 	randomFields  = []string{"seed", "from", "until", "every", "hold", "targets", "ops", "keep_plane_path"}
@@ -302,6 +303,19 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 			f.Iters, err = p.IntIn(v, path, 1, 10000)
 		case "check":
 			f.Check, err = p.Bool(v, path)
+		case "warmup":
+			f.Warmup, err = p.IntIn(v, path, 1, 1000)
+		case "slots":
+			f.Slots, err = p.IntIn(v, path, 1, verbs.MaxCreditSlots)
+		case "slot_bytes":
+			var s string
+			if s, err = p.Str(v, path); err == nil {
+				x, perr := topo.ParseBytes(s)
+				if perr != nil || x < 4 || x%4 != 0 || x > 16<<20 {
+					err = p.Err(v, path, "a multiple of 4 bytes up to 16MiB, e.g. 32KiB", "bad slot size %q", s)
+				}
+				f.SlotBytes = int(x)
+			}
 		case "timeout":
 			f.Timeout, err = p.Dur(v, path, time.Second, 10*time.Minute)
 		case "qps":
@@ -352,18 +366,21 @@ func (p *parser) flow(n *yaml.Node, field string) (Flow, error) {
 		case len(f.Hosts) < 2:
 			return f, p.Err(n, field+".hosts", "a list of 2 or more hosts in rank order, e.g. [h0, h2, h1, h3]", "a collective needs a group of at least 2 hosts")
 		case f.From != "" || f.To != "" || f.Duration > 0 || f.Start > 0 || f.Verify || f.EVs != "" || f.RateBps > 0:
-			return f, p.Err(n, field, "hosts, qps, size, iters, check, transport, timeout", "%s runs on a group: from, to, duration, start, verify, evs and rate are mrc-write-bw's", f.Tool)
+			return f, p.Err(n, field, "hosts, qps, size, iters, warmup, check, slots, slot_bytes, transport, timeout", "%s runs on a group: from, to, duration, start, verify, evs and rate are mrc-write-bw's", f.Tool)
 		}
 		if f.Iters == 0 {
 			f.Iters = 5
+		}
+		if f.Warmup == 0 {
+			f.Warmup = 1
 		}
 		if f.Timeout == 0 {
 			f.Timeout = 2 * time.Minute
 		}
 		return f, nil
 	}
-	if err == nil && (len(f.Hosts) > 0 || f.Iters > 0 || f.Check || f.Timeout > 0) {
-		return f, p.Err(n, field+".tool", strings.Join(Collectives, " | "), "hosts, iters, check and timeout are for collective tools, not %s", f.Tool)
+	if err == nil && (len(f.Hosts) > 0 || f.Iters > 0 || f.Warmup > 0 || f.Check || f.Timeout > 0 || f.Slots > 0 || f.SlotBytes > 0) {
+		return f, p.Err(n, field+".tool", strings.Join(Collectives, " | "), "hosts, iters, warmup, check, slots, slot_bytes and timeout are for collective tools, not %s", f.Tool)
 	}
 	if err == nil {
 		for _, req := range []struct {

@@ -143,16 +143,21 @@ type Flow struct {
 	// mrc-alltoall-perf). Collectives run one after another, in file
 	// order: their length is set by Iters, not by a duration.
 	Hosts []string
-	// Iters is the collectives' -n (timed iterations, after one warm-up),
-	// Check their -c 1 (every element checked).
-	Iters    int
-	Check    bool
-	QPs      int
-	Size     int // message size in bytes
-	Tool     string
-	Start    time.Duration
-	Duration time.Duration // whole seconds (mrc-write-bw -D)
-	Verify   bool
+	// Iters is the collectives' -n (timed iterations), Warmup their -w
+	// (untimed iterations before them, default 1), Check their -c 1 (every
+	// element checked).
+	Iters, Warmup int
+	Check         bool
+	// Slots and SlotBytes are the collectives' --slots and --slot_bytes
+	// (0: the tool's default, 8 × 64 KiB): the receive FIFO per QP, and so
+	// the piece a ring step forwards as soon as it arrives.
+	Slots, SlotBytes int
+	QPs              int
+	Size             int // message size in bytes
+	Tool             string
+	Start            time.Duration
+	Duration         time.Duration // whole seconds (mrc-write-bw -D)
+	Verify           bool
 	// TxDepth is mrc-write-bw -t: work requests in flight per QP. The
 	// default 16 keeps what is queued when the duration ends small (the
 	// tool waits for every posted write: its default 128 × 4 QPs × 32 KiB

@@ -156,7 +156,8 @@ func TestParseErrors(t *testing.T) {
 		{"value with variant prefix", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: value, value: v.a.rate, min: 1}"), `value "v.a.rate": want FLOW.KEY (this scenario has no variants)`},
 		{"jain of one", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, values: [a.rate], min: 0.9}"), "x.yaml:17: expect[3].values: metric jain needs at least 2 values"},
 		{"values on a ratio", rep("want: 0.5, tolerance: 0.05}", "want: 0.5, tolerance: 0.05, values: [a.rate, a.rate]}"), "x.yaml:14: expect[0].values: values given for metric ratio"},
-		{"hosts on mrc-write-bw", rep("qps: 2,", "hosts: [h0, h1], qps: 2,"), "x.yaml:8: traffic[0].tool: hosts, iters, check and timeout are for collective tools, not mrc-write-bw"},
+		{"hosts on mrc-write-bw", rep("qps: 2,", "hosts: [h0, h1], qps: 2,"), "x.yaml:8: traffic[0].tool: hosts, iters, warmup, check, slots, slot_bytes and timeout are for collective tools, not mrc-write-bw"},
+		{"slots on mrc-write-bw", rep("qps: 2,", "slot_bytes: 32KiB, qps: 2,"), "x.yaml:8: traffic[0].tool: hosts, iters, warmup, check, slots, slot_bytes and timeout are for collective tools, not mrc-write-bw"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,7 +279,7 @@ topology:
   dcqcn_scale: 1000
 traffic:
   - {name: ar, tool: mrc-allreduce-perf, hosts: [h0, h2, h1, h3], size: 2MiB, iters: 3, check: true}
-  - {name: a2a, tool: mrc-alltoall-perf, hosts: [h0, h1, h2, h3], size: 1MiB}
+  - {name: a2a, tool: mrc-alltoall-perf, hosts: [h0, h1, h2, h3], size: 1MiB, warmup: 3, slots: 32, slot_bytes: 16KiB}
 variants:
   - {name: mrc, transport: mrc}
   - name: roce16
@@ -352,8 +353,11 @@ func TestParseVariants(t *testing.T) {
 	if !ar.IsCollective() || ar.Iters != 3 || !ar.Check || ar.Size != 2<<20 || ar.Timeout != 2*time.Minute || len(ar.Hosts) != 4 {
 		t.Errorf("collective %+v", ar)
 	}
-	if a2a := s.Traffic[1]; a2a.Iters != 5 || a2a.Check {
-		t.Errorf("collective defaults %+v: want iters 5, check off", a2a)
+	if a2a := s.Traffic[1]; a2a.Iters != 5 || a2a.Check || a2a.Warmup != 3 || a2a.Slots != 32 || a2a.SlotBytes != 16<<10 {
+		t.Errorf("collective defaults %+v: want iters 5, 3 warm-ups, check off, 32 slots of 16 KiB", a2a)
+	}
+	if ar.Slots != 0 || ar.SlotBytes != 0 || ar.Warmup != 1 {
+		t.Errorf("collective %+v: want the defaults: slots and slot_bytes 0 (the tool's), warmup 1", ar)
 	}
 	tp, err := s.Topology.Resolve()
 	if err != nil || tp.Planes != 1 || !tp.Host.HostECN || !tp.NICs {
@@ -386,6 +390,8 @@ func TestParseVariants(t *testing.T) {
 		{"collective without hosts", rep("hosts: [h0, h2, h1, h3], ", ""), "dir/v.yaml:6: traffic[0].hosts: a collective needs a group of at least 2 hosts"},
 		{"collective host twice", rep("[h0, h2, h1, h3]", "[h0, h2, h0]"), "dir/v.yaml:6: traffic[0].hosts[2]: host h0 twice in the group"},
 		{"collective with from", rep("hosts: [h0, h2, h1, h3],", "from: h0, hosts: [h0, h2, h1, h3],"), "dir/v.yaml:6: traffic[0]: mrc-allreduce-perf runs on a group: from, to, duration"},
+		{"slot size not a multiple of 4", rep("slot_bytes: 16KiB", "slot_bytes: 1001"), `dir/v.yaml:7: traffic[1].slot_bytes: bad slot size "1001" (allowed: a multiple of 4 bytes up to 16MiB, e.g. 32KiB)`},
+		{"too many slots", rep("slots: 32", "slots: 65"), "dir/v.yaml:7: traffic[1].slots:"},
 		{"collective with rate", rep("hosts: [h0, h2, h1, h3],", "rate: 10Mbit, hosts: [h0, h2, h1, h3],"), "evs and rate are mrc-write-bw's"},
 		{"collective host unknown", rep("[h0, h1, h2, h3]", "[h0, h1, h7]"), "dir/v.yaml:7: traffic[1]: variant mrc: host h7 is not in the topology"},
 		{"variant unknown flow", rep("traffic: [ar]", "traffic: [ar, bulk]"), `dir/v.yaml:10: variants[1].traffic[1]: no flow "bulk"`},
