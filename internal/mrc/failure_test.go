@@ -213,6 +213,32 @@ func TestReverseProbes(t *testing.T) {
 	}
 }
 
+// TestReverseProbesPerPacket: where the RTT is shorter than a packet's time
+// (the testbed: the sender's NIC paces at an emulated 50 Mbit/s, 0.34 ms per
+// 2 KiB packet, while host latency makes the RTT ~0.1 ms; here 500 Mbit/s
+// and a few µs), "once per RTT"
+// must not mean more reverse probes than data packets: at most one per
+// revProbePkts received. Before that bound the receiver sent ~3 probes per
+// data packet here (mrc-lab S8: 119,270 probes for 65,473 data packets, whose
+// answers took ~9 % of the victim's link).
+func TestReverseProbesPerPacket(t *testing.T) {
+	// Paced at 500 Mbit/s: 34 µs per packet, against an RTT of a few µs
+	// (and, as on the testbed, gaps shorter than revFresh: still receiving).
+	h := newHarness(t, hopts{seed: 73, cfg: func(c *Config) { c.PortRate = 0.5 }})
+	h.transfer(1<<20, 64<<10, 2*Second)
+	if s := h.snap(0).SRTT; s == 0 || s > 30*Microsecond {
+		t.Fatalf("sender srtt %d ns: the test wants an RTT below a packet's 34 µs", s)
+	}
+	r := h.snap(1)
+	data, probes := r.Counters.RxData, r.Counters.ReverseProbes
+	if probes == 0 || r.Counters.RevProbOK == 0 {
+		t.Fatalf("receive-only QP sent %d reverse probes, %d answered", probes, r.Counters.RevProbOK)
+	}
+	if max := data/revProbePkts + 1; probes > max {
+		t.Errorf("%d reverse probes for %d data packets: want at most %d (one per %d)", probes, data, max, revProbePkts)
+	}
+}
+
 // TestBlackholedGroupProbeBudget: once a dead T0–T1 link has condemned its
 // group, the sender stops putting data into it, and its probes into the dead
 // link stay within one per probe interval for the whole group, not one per

@@ -243,7 +243,8 @@ func (q *qp) learnReverse(ev wire.EV) {
 // (learnReverse), and while such a validation is younger than revFresh the
 // QP does not probe. A QP that has been receiving for at least an RTT with
 // no such evidence probes once per probe interval (the brief's "about once
-// per RTT": each answered probe validates one EV); a lone arrival after a
+// per RTT": each answered probe validates one EV), and at most once per
+// revProbePkts data packets received; a lone arrival after a
 // quiet spell does not (its SACK goes on the validated EVs, and a lost SACK
 // costs nothing). A completely idle QP (nothing posted or unacknowledged,
 // nothing received for revFresh) probes once per KeepAlive.
@@ -256,7 +257,7 @@ func (q *qp) revProbeAt() Time {
 	last := q.revLearnAt
 	if r.everRx && q.e.now-r.lastRx < fresh {
 		iv := q.probeInterval()
-		if r.lastRx-r.rxSince >= iv {
+		if r.lastRx-r.rxSince >= iv && r.sinceRevProbe >= revProbePkts {
 			if due := max(last+fresh, q.nextRevProbe); due < r.lastRx+fresh {
 				return due
 			}
@@ -320,6 +321,7 @@ func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
 		pr.ev, pr.rev, pr.revEV = -1, k, ev
 		if q.sendProbe(ev, pr, emit) {
 			q.stats.ReverseProbes++
+			q.rx.sinceRevProbe = 0
 		} else {
 			*pr = probeRec{}
 			q.nProbes--

@@ -25,6 +25,7 @@ type rxState struct {
 	ooo            uint32
 	lastRx         Time
 	rxSince        Time // start of the current run of arrivals (no gap of revFresh)
+	sinceRevProbe  int  // data packets received since the last reverse probe (revProbePkts)
 	everRx         bool
 	dupAnswered    bool // a duplicate was answered since the last SACK went out
 
@@ -216,6 +217,7 @@ func (q *qp) handleData(port wire.Plane, p *wire.Packet) {
 		r.rxSince = now
 	}
 	r.lastRx, r.everRx = now, true
+	r.sinceRevProbe++
 	ooo := d != 1
 	if ooo {
 		q.stats.RxOOO++
