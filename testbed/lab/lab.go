@@ -917,6 +917,11 @@ func seriesSpecs(s *scenario.Scenario, pl *plan.Plan) ([]seriesSpec, error) {
 		if e.Series != "" && !slices.Contains(names, e.Series) {
 			names = append(names, e.Series)
 		}
+		for _, n := range e.SeriesList {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
 		if e.CapacityOf != "" && !slices.Contains(names, e.CapacityOf) {
 			names = append(names, e.CapacityOf)
 		}

@@ -531,6 +531,14 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 		case "metric":
 			e.Metric, err = p.Enum(v, path, Metrics...)
 		case "series":
+			if v.Kind == yaml.SequenceNode {
+				err = p.List(v, path, func(i int, x *yaml.Node) error {
+					name, err := p.Str(x, fmt.Sprintf("%s[%d]", path, i))
+					e.SeriesList = append(e.SeriesList, name)
+					return err
+				})
+				return err
+			}
 			e.Series, err = p.Str(v, path)
 		case "window":
 			e.Window, err = p.window(v, path)
@@ -613,8 +621,27 @@ func (p *parser) expect(n *yaml.Node, field string) (Expect, error) {
 	switch {
 	case e.Metric == MetricValue && e.Value == "":
 		return e, p.Err(n, field+".value", "[VARIANT.]FLOW.KEY, KEY one of "+strings.Join(Keys, ", "), "missing for metric value")
+	case e.Metric != MetricJain && len(e.SeriesList) > 0:
+		return e, p.Err(n, field+".series", "one series name; a list only with metric jain", "a list of series given for metric %s", e.Metric)
+	case e.Metric == MetricJain && len(e.SeriesList) > 0 && len(e.Values) > 0:
+		return e, p.Err(n, field+".values", "values or a list of series, not both", "metric jain given both")
+	case e.Metric == MetricJain && len(e.SeriesList) > 0:
+		switch {
+		case len(e.SeriesList) < 2:
+			return e, p.Err(n, field+".series", "a list of 2 or more rate series, e.g. [goodput:h0, goodput:h1]", "metric jain needs at least 2 series")
+		case !setWindow:
+			return e, p.Err(n, field+".window", "FROM..TO, e.g. 9.5s..12.5s", "missing for metric jain over series")
+		case e.Claim == "":
+			return e, p.Err(n, field+".claim", "the sentence the expectation checks", "missing")
+		}
+		for i, name := range e.SeriesList {
+			if strings.HasPrefix(name, "uplinks:") || strings.HasPrefix(name, "qp:") {
+				return e, p.Err(n, fmt.Sprintf("%s.series[%d]", field, i), "a rate series ("+SeriesHelp+")", "%q is not a rate series", name)
+			}
+		}
+		return e, nil
 	case e.Metric == MetricJain && len(e.Values) < 2:
-		return e, p.Err(n, field+".values", "a list of 2 or more [VARIANT.]FLOW.KEY, e.g. [incast.i0.rate, incast.i1.rate]", "metric jain needs at least 2 values")
+		return e, p.Err(n, field+".values", "a list of 2 or more [VARIANT.]FLOW.KEY, e.g. [incast.i0.rate, incast.i1.rate], or series: [A, B] with a window", "metric jain needs at least 2 values")
 	case e.Metric != MetricValue && (e.Value != "" || e.Of != ""):
 		return e, p.Err(n, field+".value", "value and of with metric value", "value/of given for metric %s", e.Metric)
 	case e.Metric != MetricJain && len(e.Values) > 0:
@@ -888,6 +915,11 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 		if e.Series != "" {
 			if err := CheckSeries(pl, e.Series); err != nil {
 				return bad(e.Line, fmt.Sprintf("expect[%d].series", i), SeriesHelp, "%v", err)
+			}
+		}
+		for j, name := range e.SeriesList {
+			if err := CheckSeries(pl, name); err != nil {
+				return bad(e.Line, fmt.Sprintf("expect[%d].series[%d]", i, j), SeriesHelp, "%v", err)
 			}
 		}
 		if h, ok := strings.CutPrefix(e.Series, "qp:"); ok && !slices.ContainsFunc(s.Traffic, func(f Flow) bool { return f.From == h }) {

@@ -36,6 +36,20 @@ expect:
   - {claim: ok, metric: tool_errors, max: 0}
 `
 
+// TestParseJainSeries: metric jain over a list of series is a per-run
+// claim (judged on the run's series over its window), not a cross-run one.
+func TestParseJainSeries(t *testing.T) {
+	f := strings.Replace(good, "  - {claim: ok, metric: tool_errors, max: 0}\n", "  - {claim: ok, metric: tool_errors, max: 0}\n  - {claim: fair, metric: jain, series: [rx:h3, goodput:h0], window: 1s..2s, min: 0.9}\n", 1)
+	s, err := Parse("j.yaml", []byte(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.Expect[len(s.Expect)-1]
+	if len(e.SeriesList) != 2 || e.SeriesList[1] != "goodput:h0" || e.Series != "" || e.CrossRun() || e.Window.To != 2*time.Second {
+		t.Errorf("jain over series parsed as %+v (cross-run %v)", e, e.CrossRun())
+	}
+}
+
 func TestParseGood(t *testing.T) {
 	s, err := Parse("good.yaml", []byte(good))
 	if err != nil {
@@ -97,6 +111,12 @@ func TestParseErrors(t *testing.T) {
 		{"nic_pacing 0", rep("preset: clos-2p\n", "preset: clos-2p\n  nic_pacing: 0\n"), `x.yaml:5: topology.nic_pacing: 0 would leave the NICs unpaced (allowed: a rate above 0`},
 		{"nic_pacing not a rate", rep("preset: clos-2p\n", "preset: clos-2p\n  nic_pacing: fast\n"), `x.yaml:5: topology.nic_pacing: bad value "fast" (allowed: a rate above 0`},
 		{"capacity without buffer", rep("capacity: 100Mbit, buffer: 256KiB", "capacity: 100Mbit"), "x.yaml:3: topology: "},
+		{"jain series list with another metric", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: ratio, series: [rx:h3, rx:h0], window: 1s..2s, baseline: capacity, min: 0.9}"), "x.yaml:17: expect[3].series: a list of series given for metric ratio (allowed: one series name; a list only with metric jain)"},
+		{"jain series one", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, series: [rx:h3], window: 1s..2s, min: 0.9}"), "x.yaml:17: expect[3].series: metric jain needs at least 2 series"},
+		{"jain series no window", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, series: [rx:h3, goodput:h0], min: 0.9}"), "x.yaml:17: expect[3].window: missing for metric jain over series"},
+		{"jain series and values", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, series: [rx:h3, goodput:h0], values: [a.rate, a.rate], window: 1s..2s, min: 0.9}"), "x.yaml:17: expect[3].values: metric jain given both"},
+		{"jain series unknown", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, series: [rx:h3, goodput:h9], window: 1s..2s, min: 0.9}"), "x.yaml:17: expect[3].series[1]:"},
+		{"jain series uplinks", rep("{claim: ok, metric: tool_errors, max: 0}", "{claim: ok, metric: jain, series: [rx:h3, uplinks:p0-t0-0], window: 1s..2s, min: 0.9}"), `x.yaml:17: expect[3].series[1]: "uplinks:p0-t0-0" is not a rate series`},
 		{"no traffic", rep("traffic:\n  - {name: a, from: h0, to: h3, qps: 2, size: 32KiB, duration: 3s, verify: true}\n", ""), "x.yaml:1: traffic: missing: a scenario drives traffic"},
 		{"flow host unknown", rep("to: h3", "to: h9"), "x.yaml:8: traffic[0]: host h9 is not in the topology (allowed: h0 .. h3)"},
 		{"flow bad host", rep("to: h3", "to: host3"), `x.yaml:8: traffic[0].to: bad host "host3" (allowed: a host name h0, h1, ...)`},

@@ -158,6 +158,8 @@ func Check(e scenario.Expect, d Data) Result {
 		err = qpLossBound(e, d, &r)
 	case scenario.MetricImbalance:
 		err = imbalance(e, d, &r)
+	case scenario.MetricJain:
+		err = jainSeries(e, d, &r)
 	case scenario.MetricToolErrors:
 		errs := d.ToolErrors()
 		r.Measured, r.Unit = float64(len(errs)), "errors"
@@ -282,6 +284,32 @@ func ratio(e scenario.Expect, d Data, r *Result) error {
 			r.Detail += " (below " + fmt.Sprintf("%.0f", 100*LowBaseline) + " %: this run was not bound by the port models)"
 		}
 	}
+	return nil
+}
+
+// jainSeries is Jain's index of the series' means over the window (metric
+// jain with a list of series).
+func jainSeries(e scenario.Expect, d Data, r *Result) error {
+	var xs []float64
+	var parts []string
+	for _, n := range e.SeriesList {
+		s, err := d.Series(n)
+		if err != nil {
+			return err
+		}
+		m := s.Mean(e.Window.From, e.Window.To)
+		if math.IsNaN(m) {
+			return fmt.Errorf("no sample of %s in the window %v", n, e.Window)
+		}
+		xs = append(xs, m)
+		parts = append(parts, fmt.Sprintf("%s %s", n, human(m, s.Unit)))
+	}
+	j, ok := Jain(xs)
+	if !ok {
+		return fmt.Errorf("every series carried nothing over %v (%s)", e.Window, strings.Join(parts, ", "))
+	}
+	r.Measured, r.Unit, r.Series = j, "index", strings.Join(e.SeriesList, ", ")
+	r.Detail = fmt.Sprintf("Jain's index (Σx)²/(n·Σx²) of %d means over %v: %s", len(xs), e.Window, strings.Join(parts, ", "))
 	return nil
 }
 

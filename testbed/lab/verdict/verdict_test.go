@@ -3,6 +3,7 @@ package verdict
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -341,5 +342,56 @@ func TestCheckBaselineWindows(t *testing.T) {
 				t.Errorf("detail %q does not name both windows", r.Detail)
 			}
 		})
+	}
+}
+
+// TestCheckJainSeries: metric jain over series is computed from the series'
+// means over the window, not from whole-run averages: seven flows whose
+// first one ran alone before the window are fair inside it (PASS), and the
+// same flows with one of them taking three times the others' share inside
+// the window FAIL.
+func TestCheckJainSeries(t *testing.T) {
+	flow := func(before, during float64) series.Series {
+		s := series.Series{Unit: "bit/s"}
+		for tm := 10 * time.Millisecond; tm <= 4*time.Second; tm += 10 * time.Millisecond {
+			v := during
+			if tm <= time.Second {
+				v = before
+			}
+			s.Points = append(s.Points, series.Point{T: tm, V: v})
+		}
+		return s
+	}
+	var names []string
+	fair := fake{s: map[string]series.Series{}}
+	unfair := fake{s: map[string]series.Series{}}
+	for i := 0; i < 7; i++ {
+		n := fmt.Sprintf("goodput:h%d", i)
+		names = append(names, n)
+		before, during, heavy := 0.0, 7e6, 7e6
+		if i == 0 {
+			before, heavy = 50e6, 21e6 // alone first; then, unfair, 3 shares
+		}
+		fair.s[n] = flow(before, during)
+		unfair.s[n] = flow(before, heavy)
+	}
+	e := scenario.Expect{Claim: "fair", Metric: scenario.MetricJain, SeriesList: names, Window: scenario.Window{From: 1500 * time.Millisecond, To: 3500 * time.Millisecond}, Min: f(0.9)}
+	if r := Check(e, fair); !r.Pass || math.Abs(r.Measured-1) > 1e-9 || !strings.Contains(r.Detail, "goodput:h0 7") {
+		t.Errorf("fair flows: %+v", r)
+	}
+	// (3+6)² / (7·(9+6)) = 81/105.
+	if r := Check(e, unfair); r.Pass || math.Abs(r.Measured-81.0/105) > 1e-9 {
+		t.Errorf("one flow with 3 shares: %+v, want FAIL at %.4f", r, 81.0/105)
+	}
+	// The whole run would have counted flow 0's time alone.
+	whole := e
+	whole.Window = scenario.Window{From: 0, To: 4 * time.Second}
+	if r := Check(whole, fair); r.Pass {
+		t.Errorf("whole-run means judged fair: %+v", r)
+	}
+	missing := e
+	missing.SeriesList = append(slices.Clone(names), "goodput:h9")
+	if r := Check(missing, fair); r.Pass || !strings.Contains(r.Detail, "not measured") {
+		t.Errorf("a missing series: %+v", r)
 	}
 }
