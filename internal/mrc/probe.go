@@ -243,8 +243,9 @@ func (q *qp) learnReverse(ev wire.EV) {
 // (learnReverse), and while such a validation is younger than revFresh the
 // QP does not probe. A QP that has been receiving for at least an RTT with
 // no such evidence probes once per probe interval (the brief's "about once
-// per RTT": each answered probe validates one EV), and at most once per
-// revProbePkts data packets received; a lone arrival after a
+// per RTT": each answered probe validates one EV), but only after
+// revProbePkts data packets received or revFresh since its last probe,
+// whichever comes first; a lone arrival after a
 // quiet spell does not (its SACK goes on the validated EVs, and a lost SACK
 // costs nothing). A completely idle QP (nothing posted or unacknowledged,
 // nothing received for revFresh) probes once per KeepAlive.
@@ -257,8 +258,16 @@ func (q *qp) revProbeAt() Time {
 	last := q.revLearnAt
 	if r.everRx && q.e.now-r.lastRx < fresh {
 		iv := q.probeInterval()
-		if r.lastRx-r.rxSince >= iv && r.sinceRevProbe >= revProbePkts {
-			if due := max(last+fresh, q.nextRevProbe); due < r.lastRx+fresh {
+		if r.lastRx-r.rxSince >= iv {
+			due := max(last+fresh, q.nextRevProbe)
+			if r.sinceRevProbe < revProbePkts {
+				// Fewer data packets than revProbePkts since the last
+				// probe: wait for them, but not longer than revFresh, so
+				// that a reverse path that died is still found while the
+				// data slows down because its SACKs are lost.
+				due = max(due, r.lastRevProbe+fresh)
+			}
+			if due < r.lastRx+fresh {
 				return due
 			}
 		}
@@ -321,7 +330,7 @@ func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
 		pr.ev, pr.rev, pr.revEV = -1, k, ev
 		if q.sendProbe(ev, pr, emit) {
 			q.stats.ReverseProbes++
-			q.rx.sinceRevProbe = 0
+			q.rx.sinceRevProbe, q.rx.lastRevProbe = 0, now
 		} else {
 			*pr = probeRec{}
 			q.nProbes--

@@ -37,7 +37,8 @@ const (
 	revFreshRTTs = 8
 	minRevFresh  = 100 * Microsecond
 	// revProbePkts: a receiving QP sends at most one reverse probe per
-	// this many data packets received. The brief's "about once per RTT"
+	// this many data packets received, or per revFresh when they come
+	// slower than that (revProbeAt). The brief's "about once per RTT"
 	// assumes an RTT of many packets: at 100 Gb/s and ~10 µs it is one
 	// probe per ~60 packets of 2 KiB. Where the RTT is shorter than a
 	// packet's time (the testbed: emulated links of 50-100 Mbit/s,

@@ -26,6 +26,7 @@ type rxState struct {
 	lastRx         Time
 	rxSince        Time // start of the current run of arrivals (no gap of revFresh)
 	sinceRevProbe  int  // data packets received since the last reverse probe (revProbePkts)
+	lastRevProbe   Time // when the last reverse probe left
 	everRx         bool
 	dupAnswered    bool // a duplicate was answered since the last SACK went out
 
