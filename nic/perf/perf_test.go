@@ -295,6 +295,45 @@ func TestServerNoticesDeviceGone(t *testing.T) {
 	<-cerr
 }
 
+// TestServerFailsWhenClientAborts: a client whose test failed (here its own
+// daemon stopped) tells the server so, and the server exits with an error.
+// Before, the client sent END as after a complete test and the server exited
+// 0; with the server's daemon stopped instead, that race made
+// TestServerNoticesDeviceGone read a nil error when the client's QP failed
+// before the server's device noticed (CI, 2026-12-05).
+func TestServerFailsWhenClientAborts(t *testing.T) {
+	pr := daemontest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sp, _ := Parse(BW, []string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, &syncBuf{})
+	addrc := make(chan string, 1)
+	sp.OnListen = func(a string) { addrc <- a }
+	serr := make(chan error, 1)
+	go func() { serr <- Run(ctx, sp, &syncBuf{}, &syncBuf{}) }()
+	_, port, _ := net.SplitHostPort(<-addrc)
+	cp, _ := Parse(BW, []string{"-d", pr.Sock[0], "-p", port, "-D", "20", "127.0.0.1"}, &syncBuf{})
+	cerr := make(chan error, 1)
+	go func() { cerr <- Run(ctx, cp, &syncBuf{}, &syncBuf{}) }()
+	time.Sleep(500 * time.Millisecond)
+	pr.Stop(0) // the client's daemon
+	select {
+	case err := <-cerr:
+		if err == nil {
+			t.Fatal("client without its daemon exited 0")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("client did not notice its daemon stopped")
+	}
+	select {
+	case err := <-serr:
+		if err == nil || !strings.Contains(err.Error(), "the client ended the test after an error") {
+			t.Fatalf("server error %v, want the client's abort", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("server did not end after the client aborted")
+	}
+}
+
 func TestParseEVs(t *testing.T) {
 	for _, c := range []struct {
 		in   string

@@ -658,7 +658,13 @@ func (s *session) client(ctx context.Context, stdout io.Writer) error {
 			break
 		}
 	}
-	_ = s.o.send("END")
+	failed := runErr != nil && !(p.Infinite && errors.Is(runErr, context.Canceled))
+	if failed {
+		// Not END: the server would take the test for complete and exit 0.
+		_ = s.o.send("ABORT " + strings.ReplaceAll(runErr.Error(), "\n", " "))
+	} else {
+		_ = s.o.send("END")
+	}
 	_, _ = s.o.recvWithin(5 * time.Second)
 	fmt.Fprintln(s.out, resultLine)
 	if p.JSON {
@@ -667,7 +673,7 @@ func (s *session) client(ctx context.Context, stdout io.Writer) error {
 		b, _ := json.MarshalIndent(doc, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
-	if runErr != nil && !(p.Infinite && errors.Is(runErr, context.Canceled)) {
+	if failed {
 		return runErr
 	}
 	if bad > 0 {
@@ -837,6 +843,10 @@ func (s *session) waitImm(ctx context.Context) error {
 }
 
 // serve is the server: follow the client's rounds until END.
+// abortSettle is how long a server whose client aborted waits for its own
+// device to report an error, if it is going to.
+const abortSettle = 2 * time.Second
+
 func (s *session) serve(ctx context.Context) error {
 	p := s.p
 	for {
@@ -847,6 +857,16 @@ func (s *session) serve(ctx context.Context) error {
 		if line == "END" {
 			_ = s.o.send("BYE")
 			return nil
+		}
+		if why, ok := strings.CutPrefix(line, "ABORT"); ok {
+			_ = s.o.send("BYE")
+			// The client's failure may be this side's device dying (its QPs
+			// stop answering): give the device's own error a moment to
+			// arrive, so that the error names the cause (Run's defer).
+			for t := time.Now(); s.dev.Err() == nil && time.Since(t) < abortSettle; {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return fmt.Errorf("the client ended the test after an error:%s", why)
 		}
 		var size int
 		if _, err := fmt.Sscanf(line, "SIZE %d", &size); err != nil || size < 0 || size > s.region {
