@@ -264,22 +264,29 @@ func TestWriteBWUnsignaled(t *testing.T) {
 	}
 }
 
-// The server of a BW test waits on the client only; when its own daemon
-// dies it must still stop at once, saying why.
-func TestServerNoticesDeviceGone(t *testing.T) {
-	pr := daemontest.Start(t, 1)
+// startLongBW starts a 20 s BW test between two daemons (client on
+// pr.Sock[0], server on pr.Sock[1]) and returns after 500 ms of it, with
+// each side's exit on its channel.
+func startLongBW(t *testing.T) (pr *daemontest.Pair, serr, cerr chan error, cancel context.CancelFunc) {
+	pr = daemontest.Start(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	sp, _ := Parse(BW, []string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, &syncBuf{})
 	addrc := make(chan string, 1)
 	sp.OnListen = func(a string) { addrc <- a }
-	serr := make(chan error, 1)
+	serr, cerr = make(chan error, 1), make(chan error, 1)
 	go func() { serr <- Run(ctx, sp, &syncBuf{}, &syncBuf{}) }()
 	_, port, _ := net.SplitHostPort(<-addrc)
 	cp, _ := Parse(BW, []string{"-d", pr.Sock[0], "-p", port, "-D", "20", "127.0.0.1"}, &syncBuf{})
-	cerr := make(chan error, 1)
 	go func() { cerr <- Run(ctx, cp, &syncBuf{}, &syncBuf{}) }()
 	time.Sleep(500 * time.Millisecond)
+	return pr, serr, cerr, cancel
+}
+
+// The server of a BW test waits on the client only; when its own daemon
+// dies it must still stop at once, saying why.
+func TestServerNoticesDeviceGone(t *testing.T) {
+	pr, serr, cerr, cancel := startLongBW(t)
+	defer cancel()
 	start := time.Now()
 	pr.Stop(1) // the server's daemon
 	select {
@@ -302,19 +309,8 @@ func TestServerNoticesDeviceGone(t *testing.T) {
 // TestServerNoticesDeviceGone read a nil error when the client's QP failed
 // before the server's device noticed (CI, 2026-12-05).
 func TestServerFailsWhenClientAborts(t *testing.T) {
-	pr := daemontest.Start(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	pr, serr, cerr, cancel := startLongBW(t)
 	defer cancel()
-	sp, _ := Parse(BW, []string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, &syncBuf{})
-	addrc := make(chan string, 1)
-	sp.OnListen = func(a string) { addrc <- a }
-	serr := make(chan error, 1)
-	go func() { serr <- Run(ctx, sp, &syncBuf{}, &syncBuf{}) }()
-	_, port, _ := net.SplitHostPort(<-addrc)
-	cp, _ := Parse(BW, []string{"-d", pr.Sock[0], "-p", port, "-D", "20", "127.0.0.1"}, &syncBuf{})
-	cerr := make(chan error, 1)
-	go func() { cerr <- Run(ctx, cp, &syncBuf{}, &syncBuf{}) }()
-	time.Sleep(500 * time.Millisecond)
 	pr.Stop(0) // the client's daemon
 	select {
 	case err := <-cerr:
