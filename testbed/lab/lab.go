@@ -34,6 +34,7 @@ import (
 	"github.com/softmrc/softmrc/testbed/lab/verdict"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/run"
+	"github.com/softmrc/softmrc/testbed/topo"
 )
 
 // Options tune Run.
@@ -45,6 +46,11 @@ type Options struct {
 	// Progress gets a progress line while the scenario runs (nil: none).
 	Progress io.Writer
 	Log      *slog.Logger
+	// RunID, when not 0 and the topology sets no run_id, is the <run>
+	// field of the testbed's addresses instead of one derived from its
+	// random prefix. The variants of one scenario run share one
+	// (runVariants), so that ECMP hashes their QPs onto the same paths.
+	RunID uint16
 }
 
 // Applied is a fault of the timeline as it was applied.
@@ -188,6 +194,18 @@ func (d data) ToolErrors() []string {
 	return out
 }
 
+// buildPlan plans the testbed of one run under prefix. runID, when not 0,
+// is the <run> field of its addresses unless the topology file sets its
+// own run_id.
+func buildPlan(tp *topo.Topology, prefix, dir string, runID uint16) (*plan.Plan, error) {
+	if tp.RunID == 0 && runID != 0 {
+		t := *tp
+		t.RunID = runID
+		tp = &t
+	}
+	return plan.Build(tp, plan.Options{Prefix: prefix, RunDir: dir})
+}
+
 func randPrefix() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -263,7 +281,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	}
 	prefix := randPrefix()
 	dir := filepath.Join(os.TempDir(), "mrc-lab-"+prefix)
-	pl, err := plan.Build(tp, plan.Options{Prefix: prefix, RunDir: dir})
+	pl, err := buildPlan(tp, prefix, dir, o.RunID)
 	if err != nil {
 		return err
 	}

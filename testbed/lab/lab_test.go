@@ -200,6 +200,10 @@ func TestRunCollectivesEndToEnd(t *testing.T) {
 	if o.Err != nil || len(o.Variants) != 2 {
 		t.Fatalf("run: %v (%d variants)\nprogress:\n%s", o.Err, len(o.Variants), prog.String())
 	}
+	if a, b := o.Variants[0].Plan, o.Variants[1].Plan; a.RunID != b.RunID || a.Prefix == b.Prefix {
+		t.Errorf("variants' plans: run ids %#x and %#x, prefixes %s and %s: want one run id (the same ECMP draw) and two testbeds",
+			a.RunID, b.RunID, a.Prefix, b.Prefix)
+	}
 	for _, v := range o.Variants {
 		for _, ns := range v.Plan.Namespaces {
 			if netns.Exists(ns) {

@@ -7,14 +7,25 @@ import (
 
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
 	"github.com/softmrc/softmrc/testbed/lab/verdict"
+	"github.com/softmrc/softmrc/testbed/plan"
 )
 
 // runVariants runs every variant of s as a full run (its own testbed,
 // outputs in OutDir/VARIANT), then checks the cross-run claims on the
 // values of all of them. A variant whose run failed is reported with its
 // error and its values are absent: claims that need them are not measured.
+//
+// The variants share one address run id (Options.RunID). A RoCE QP is
+// pinned to the path its addresses and QPNs hash to, and QPNs are handed
+// out in the same order in every run, so with the same addresses a variant
+// and its twin (S7: RoCE without and with loss) put every QP on the same
+// uplink: what differs between them is what the variant changes, not a
+// new ECMP draw. A new scenario run is a new draw.
 func runVariants(ctx context.Context, s *scenario.Scenario, o Options, out *Outcome) {
 	out.Values = map[string]float64{}
+	if o.RunID == 0 {
+		o.RunID = plan.RunIDFor(randPrefix())
+	}
 	for i, v := range s.Variants {
 		vs := s.Apply(v)
 		progress(o, "[%s] variant %d of %d: %s", s.Name, i+1, len(s.Variants), v.Name)

@@ -544,7 +544,7 @@ func TestOnlyVariants(t *testing.T) {
 			}
 		}
 	}
-	if len(s.Variants) != 7 {
+	if len(s.Variants) != 8 {
 		t.Errorf("Only changed the scenario it was called on: %d variants", len(s.Variants))
 	}
 	if _, err := s.Only([]string{"mrc-2qp"}); err == nil || !strings.Contains(err.Error(), "no variant") {
