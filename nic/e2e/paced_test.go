@@ -19,9 +19,13 @@ import (
 // silence cost one probe instead was reverted on 2026-12-04, because it
 // stopped QPs whose window was held by packets on broken paths: mrc-lab S9,
 // docs/engine.md "Spurious timeouts").
-// A regression guard more than a proof: on veth the two pacers of before
-// retransmitted only 0.4-1.9 % per write (2026-12-03: best write 2-4), and
-// passed it; TestPacedPorts in nic/daemon is the test that failed before.
+// A guard against gross regressions, not a proof: on veth the two pacers of
+// before retransmitted only 0.4-1.9 % per write (2026-12-03: best write 2-4);
+// TestPacedPorts in nic/daemon is the test that failed before. The bound is
+// 5 % of the write's data packets in the best write: until 2026-12-05 it was
+// 5 packets (1 %), and CI on 2026-12-05 failed it at 7 (1.4 %) from load
+// alone, the same rate the old bug had, so that bound told neither apart. A
+// pacer that holds every frame past its timer retransmits most of a write.
 func TestPacedVethRetransmissions(t *testing.T) {
 	requireNetns(t)
 	const pacingBps = 200e6
@@ -74,7 +78,7 @@ func TestPacedVethRetransmissions(t *testing.T) {
 		t.Fatalf("QP %#x not in mrcctl qps", s[0].qp.QPN)
 		return vproto.QPRow{}
 	}
-	best := uint64(1 << 62)
+	best, bestData := uint64(1<<62), uint64(0)
 	for attempt := 1; attempt <= 5; attempt++ {
 		for i := range s[0].mr.Buf {
 			s[0].mr.Buf[i] = byte(i*7 + attempt)
@@ -96,9 +100,11 @@ func TestPacedVethRetransmissions(t *testing.T) {
 		data, rtx, tmo := after.TxData-before.TxData, after.TxRtx-before.TxRtx, after.Timeouts-before.Timeouts
 		t.Logf("attempt %d: 1 MiB paced at %.0f Mb/s over veth in %v: %d data packets, %d retransmitted (%.1f %%), %d timeouts",
 			attempt, pacingBps/1e6, el, data, rtx, 100*float64(rtx)/float64(max(data, 1)), tmo)
-		best = min(best, rtx)
+		if rtx < best {
+			best, bestData = rtx, data
+		}
 	}
-	if best > 5 {
-		t.Errorf("at least %d data packets retransmitted in each of five paced 1 MiB writes over a lossless veth (want at most 5, 1 %%, in one): a pacer holds frames the engine counted as sent", best)
+	if limit := bestData / 20; best > limit {
+		t.Errorf("at least %d data packets retransmitted in each of five paced 1 MiB writes over a lossless veth (want at most %d, 5 %% of %d, in one): a pacer holds frames the engine counted as sent", best, limit, bestData)
 	}
 }
