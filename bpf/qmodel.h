@@ -111,7 +111,9 @@ static __always_inline void vq_drain(struct sw_vq *q, __u64 rate_Bps, __u64 now)
  * thresholds and are dropped only above the buffer. A data frame that would
  * take the backlog above the trim threshold is trimmed when trimmable (and
  * the trimmed frame fits the buffer), dropped otherwise. A data frame that
- * fits is marked when the backlog including it exceeds the marking threshold.
+ * fits is marked when the backlog including it exceeds the marking threshold:
+ * always (step marking), or with a probability that rises linearly to
+ * mark_pmax at mark_max_bytes and is 1 above it (RED, sw_port).
  */
 static __always_inline enum qm_verdict vq_admit(__u32 port, const struct sw_port *p,
 						__u32 len, __u32 trim_len,
@@ -128,6 +130,8 @@ static __always_inline enum qm_verdict vq_admit(__u32 port, const struct sw_port
 	__u64 mark = (__u64)p->mark_bytes * NSEC_PER_SEC;
 	__u64 add = (__u64)len * NSEC_PER_SEC;
 	__u64 tadd = (__u64)trim_len * NSEC_PER_SEC;
+	/* Drawn outside the lock: no helper may run while it is held. */
+	__u32 rnd = p->mark_max_bytes > p->mark_bytes ? bpf_get_prandom_u32() : 0;
 
 	bpf_spin_lock(&q->lock);
 	vq_drain(q, p->rate_Bps, now);
@@ -149,6 +153,17 @@ static __always_inline enum qm_verdict vq_admit(__u32 port, const struct sw_port
 	} else {
 		q->backlog = b + add;
 		v = (p->mark_bytes && b + add > mark) ? QM_MARK : QM_SEND;
+	}
+	if (v == QM_MARK && p->mark_max_bytes > p->mark_bytes) {
+		/* RED between the thresholds, in bytes: both differences fit in
+		 * 32 bits (thresholds are __u32), so the product fits in 64. */
+		__u64 qb = (b + add) / NSEC_PER_SEC;
+		if (qb < p->mark_max_bytes) {
+			__u64 span = p->mark_max_bytes - p->mark_bytes;
+			__u64 over = qb > p->mark_bytes ? qb - p->mark_bytes : 0;
+			if ((__u64)rnd * span >= (__u64)p->mark_pmax * over)
+				v = QM_SEND;
+		}
 	}
 	bpf_spin_unlock(&q->lock);
 	return v;

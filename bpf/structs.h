@@ -62,6 +62,15 @@ struct sw_port {
 	__u32 trim_bytes;
 	__u32 buf_bytes;
 	__u32 flags; /* SW_PORT_F_* */
+	/*
+	 * RED-style marking (WRED ECN, as DCQCN's paper configures it): with
+	 * mark_max_bytes > mark_bytes, a frame that takes the backlog to q
+	 * between the two is marked with probability
+	 * mark_pmax / 2^32 * (q - mark_bytes) / (mark_max_bytes - mark_bytes),
+	 * and always above mark_max_bytes. 0 = step marking above mark_bytes.
+	 */
+	__u32 mark_max_bytes;
+	__u32 mark_pmax;
 };
 
 /* Injected faults of a port. */

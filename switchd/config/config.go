@@ -95,6 +95,13 @@ type PortModel struct {
 	// ECNThreshold (ecn_threshold) is the backlog in bytes above which ECT
 	// packets get CE (fabric ports only, unless HostECN). 0: no marking.
 	ECNThreshold uint32
+	// ECNMax (ecn_max) and ECNPMax (ecn_pmax) make marking RED-style, as
+	// DCQCN's paper configures its switches (Kmin = ecn_threshold, Kmax =
+	// ecn_max, Pmax = ecn_pmax): between the two thresholds a packet is
+	// marked with a probability rising linearly from 0 to ECNPMax, above
+	// ecn_max always. 0: every packet above ECNThreshold (step marking).
+	ECNMax  uint32
+	ECNPMax float64
 	// HostECN (host_ecn) makes a host-role port mark CE above ECNThreshold
 	// too, as commodity switches do on any congested egress, so that DCQCN
 	// sees a last-hop incast. Default false: a host port only trims (MRC).

@@ -183,6 +183,26 @@ func (d *decoder) boolean(n *yaml.Node, field string) bool {
 	return false
 }
 
+// probability reads a probability as a fraction (0.01) or a percentage
+// (1%), 0 < p <= 1.
+func (d *decoder) probability(n *yaml.Node, field string) float64 {
+	const want = "a probability such as 0.01 or 1%, above 0 and at most 1"
+	s, ok := d.scalar(n, field, want)
+	if !ok {
+		return 0
+	}
+	num, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	p, err := strconv.ParseFloat(num, 64)
+	if pct {
+		p /= 100
+	}
+	if err != nil || !(p > 0 && p <= 1) {
+		d.fail(n, field, "is %q: want %s", s, want)
+		return 0
+	}
+	return p
+}
+
 func (d *decoder) config(n *yaml.Node, c *Config) {
 	m := d.mapping(n, "", "name", "usid_block", "usids", "mode", "ports", "fib", "ecmp_groups", "pin_dir", "control_socket", "metrics")
 	if m == nil {
@@ -280,7 +300,7 @@ func (d *decoder) port(n *yaml.Node, f string) Port {
 	}
 	if v := m["model"]; v != nil {
 		mf := f + ".model"
-		mm := d.mapping(v, mf, "capacity_bps", "ecn_threshold", "trim_threshold", "buffer", "host_ecn")
+		mm := d.mapping(v, mf, "capacity_bps", "ecn_threshold", "ecn_max", "ecn_pmax", "trim_threshold", "buffer", "host_ecn")
 		if mm != nil {
 			var pm PortModel
 			if v := mm["capacity_bps"]; v != nil {
@@ -288,6 +308,12 @@ func (d *decoder) port(n *yaml.Node, f string) Port {
 			}
 			if v := mm["ecn_threshold"]; v != nil {
 				pm.ECNThreshold = uint32(d.quantity(v, mf+".ecn_threshold", byteUnits, 1<<32-1, "a size in bytes such as 30000 or 64KiB"))
+			}
+			if v := mm["ecn_max"]; v != nil {
+				pm.ECNMax = uint32(d.quantity(v, mf+".ecn_max", byteUnits, 1<<32-1, "a size in bytes such as 200000 or 200KB"))
+			}
+			if v := mm["ecn_pmax"]; v != nil {
+				pm.ECNPMax = d.probability(v, mf+".ecn_pmax")
 			}
 			if v := mm["trim_threshold"]; v != nil {
 				pm.TrimThreshold = uint32(d.quantity(v, mf+".trim_threshold", byteUnits, 1<<32-1, "a size in bytes such as 100000 or 128KiB"))

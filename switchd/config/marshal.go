@@ -33,11 +33,13 @@ type yamlPort struct {
 }
 
 type yamlModel struct {
-	CapacityBps   uint64 `yaml:"capacity_bps"`
-	ECNThreshold  uint32 `yaml:"ecn_threshold,omitempty"`
-	TrimThreshold uint32 `yaml:"trim_threshold,omitempty"`
-	Buffer        uint32 `yaml:"buffer"`
-	HostECN       bool   `yaml:"host_ecn,omitempty"`
+	CapacityBps   uint64  `yaml:"capacity_bps"`
+	ECNThreshold  uint32  `yaml:"ecn_threshold,omitempty"`
+	ECNMax        uint32  `yaml:"ecn_max,omitempty"`
+	ECNPMax       float64 `yaml:"ecn_pmax,omitempty"`
+	TrimThreshold uint32  `yaml:"trim_threshold,omitempty"`
+	Buffer        uint32  `yaml:"buffer"`
+	HostECN       bool    `yaml:"host_ecn,omitempty"`
 }
 
 type yamlRoute struct {
@@ -70,7 +72,8 @@ func Marshal(c *Config) ([]byte, error) {
 	for _, p := range c.Ports {
 		yp := yamlPort{Name: p.Name, Interface: p.Interface, NeighbourMAC: p.NeighbourMAC.String(), Role: string(p.Role)}
 		if m := p.Model; m != nil {
-			yp.Model = &yamlModel{CapacityBps: m.CapacityBps, ECNThreshold: m.ECNThreshold, TrimThreshold: m.TrimThreshold, Buffer: m.Buffer, HostECN: m.HostECN}
+			yp.Model = &yamlModel{CapacityBps: m.CapacityBps, ECNThreshold: m.ECNThreshold, ECNMax: m.ECNMax, ECNPMax: m.ECNPMax,
+				TrimThreshold: m.TrimThreshold, Buffer: m.Buffer, HostECN: m.HostECN}
 		}
 		y.Ports = append(y.Ports, yp)
 	}

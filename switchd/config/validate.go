@@ -174,6 +174,17 @@ func validate(c0 *Config) []Error {
 			if m.HostECN && m.ECNThreshold == 0 {
 				bad(mf+".host_ecn", "set without ecn_threshold: give the backlog above which to mark, e.g. 16KiB")
 			}
+			switch {
+			case m.ECNMax == 0 && m.ECNPMax == 0:
+			case m.ECNMax == 0:
+				bad(mf+".ecn_pmax", "set without ecn_max: give the backlog at which the marking probability reaches it, e.g. 200KB")
+			case m.ECNPMax == 0:
+				bad(mf+".ecn_max", "set without ecn_pmax: give the marking probability at ecn_max, e.g. 1%%")
+			case m.ECNThreshold == 0 || m.ECNMax <= m.ECNThreshold:
+				bad(mf+".ecn_max", "%d is not above ecn_threshold %d: RED marks between the two", m.ECNMax, m.ECNThreshold)
+			case m.Buffer != 0 && m.ECNMax > m.Buffer:
+				bad(mf+".ecn_max", "%d is above buffer %d", m.ECNMax, m.Buffer)
+			}
 			if m.ECNThreshold != 0 && m.TrimThreshold != 0 && m.ECNThreshold > m.TrimThreshold {
 				bad(mf+".ecn_threshold", "%d is above trim_threshold %d: want ecn_threshold <= trim_threshold < buffer", m.ECNThreshold, m.TrimThreshold)
 			}

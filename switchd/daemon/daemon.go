@@ -319,7 +319,8 @@ func (d *Daemon) program(faults map[int]dataplane.Fault) error {
 			Role:     dpRole(p.Role),
 		}
 		if m := p.Model; m != nil {
-			dp.Model = dataplane.PortModel{CapacityBps: m.CapacityBps, MarkBytes: m.ECNThreshold, TrimBytes: m.TrimThreshold, BufferBytes: m.Buffer, HostECN: m.HostECN}
+			dp.Model = dataplane.PortModel{CapacityBps: m.CapacityBps, MarkBytes: m.ECNThreshold, TrimBytes: m.TrimThreshold, BufferBytes: m.Buffer, HostECN: m.HostECN,
+				MarkMaxBytes: m.ECNMax, MarkProb: m.ECNPMax}
 		}
 		if err := pl.SetPort(dataplane.PortID(i), dp); err != nil {
 			return fmt.Errorf("program ports[%d] (%s on %s): %w", i, p.Name, p.Interface, err)

@@ -89,6 +89,15 @@ type PortModel struct {
 	// MarkBytes: ECT data packets enqueued above this backlog get CE
 	// (fabric ports only, unless HostECN). 0 = never mark.
 	MarkBytes uint32
+	// MarkMaxBytes and MarkProb make the marking RED-style (WRED ECN, as
+	// DCQCN's paper configures its switches: Kmin = MarkBytes, Kmax =
+	// MarkMaxBytes, Pmax = MarkProb): a packet that takes the backlog to q
+	// between the two is marked with probability MarkProb × (q − MarkBytes)
+	// / (MarkMaxBytes − MarkBytes), and always above MarkMaxBytes. The
+	// backlog is the instantaneous one, not RED's average. 0 = step
+	// marking: every packet above MarkBytes.
+	MarkMaxBytes uint32
+	MarkProb     float64
 	// HostECN makes a host-facing port mark as well. MRC's last hop only
 	// trims (TRIMMED_LASTHOP); DCQCN needs marks at the last hop to see an
 	// incast at all, as on commodity switches that mark any congested egress.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/softmrc/softmrc/internal/flowhash"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -547,6 +548,7 @@ func (d *Dataplane) SetPort(id PortID, p Port) error {
 		Ifindex: uint32(p.Ifindex), Enabled: 1, Role: uint32(p.Role),
 		RateBps:   p.Model.CapacityBps / 8,
 		MarkBytes: p.Model.MarkBytes, TrimBytes: p.Model.TrimBytes, BufBytes: p.Model.BufferBytes,
+		MarkMaxBytes: p.Model.MarkMaxBytes, MarkPmax: markPmax(p.Model.MarkProb),
 	}
 	if p.Model.HostECN {
 		sp.Flags |= portFlagHostECN
@@ -600,7 +602,22 @@ func (m PortModel) validate() error {
 	if m.MarkBytes > trim {
 		return fmt.Errorf("marking threshold %d above trim threshold %d", m.MarkBytes, trim)
 	}
+	switch {
+	case m.MarkMaxBytes == 0 && m.MarkProb == 0:
+	case m.MarkBytes == 0 || m.MarkMaxBytes <= m.MarkBytes:
+		return fmt.Errorf("RED marking: maximum threshold %d must be above the marking threshold %d (and that above 0)", m.MarkMaxBytes, m.MarkBytes)
+	case m.MarkMaxBytes > m.BufferBytes:
+		return fmt.Errorf("RED marking: maximum threshold %d above buffer %d", m.MarkMaxBytes, m.BufferBytes)
+	case !(m.MarkProb > 0 && m.MarkProb <= 1):
+		return fmt.Errorf("RED marking: probability %v at the maximum threshold, want 0 < p <= 1", m.MarkProb)
+	}
 	return nil
+}
+
+// markPmax is a RED marking probability as sw_port.mark_pmax, a threshold
+// for bpf_get_prandom_u32 (p × 2^32, at most 2^32 − 1).
+func markPmax(p float64) uint32 {
+	return uint32(min(math.Round(p*(1<<32)), math.MaxUint32))
 }
 
 // DelPort removes port id: routes to it then count drop_no_route.
@@ -646,7 +663,10 @@ func (d *Dataplane) Port(id PortID) (p Port, ok bool, err error) {
 		OwnMAC:   net.HardwareAddr(append([]byte(nil), sp.OwnMac[:]...)),
 		Role:     Role(sp.Role),
 		Model: PortModel{CapacityBps: sp.RateBps * 8, MarkBytes: sp.MarkBytes, TrimBytes: sp.TrimBytes, BufferBytes: sp.BufBytes,
-			HostECN: sp.Flags&portFlagHostECN != 0},
+			HostECN: sp.Flags&portFlagHostECN != 0, MarkMaxBytes: sp.MarkMaxBytes},
+	}
+	if sp.MarkMaxBytes != 0 {
+		p.Model.MarkProb = float64(sp.MarkPmax) / (1 << 32)
 	}
 	return p, true, nil
 }

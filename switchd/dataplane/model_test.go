@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -221,5 +222,57 @@ func TestRandomLoss(t *testing.T) {
 	}
 	if c.DropFault < 700 || c.DropFault > 1300 {
 		t.Fatalf("25%% loss dropped %d of %d", c.DropFault, n)
+	}
+}
+
+// TestREDMarking: with MarkMaxBytes and MarkProb the port marks between the
+// thresholds with a probability rising linearly from 0 at MarkBytes to
+// MarkProb at MarkMaxBytes, and every frame above MarkMaxBytes. The port does
+// not drain (1 B/s), so frame k is enqueued at a backlog of k frames; the
+// count of marks over n frames is compared with its expectation (a sum of
+// Bernoulli draws) within 6 standard deviations, which a step marker (every
+// frame above MarkBytes) or a marker that ignores MarkProb misses by far.
+func TestREDMarking(t *testing.T) {
+	f := dataFrame(10, ecnECT0, mrcHdr{opcode: 0xCA, payload: 200})
+	frame := f.bytes()
+	l := uint64(len(frame))
+	for _, c := range []struct {
+		name          string
+		mark, markMax uint32
+		prob          float64
+		n             int
+	}{
+		{"half of the way up, pmax 1", 100, uint32(4000 * l), 1, 2000},
+		{"half of the way up, pmax 0.1", 100, uint32(4000 * l), 0.1, 2000},
+		{"past the maximum, pmax 0.01", 100, uint32(500 * l), 0.01, 1500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			m := slowModel(c.mark, 0, 1<<30)
+			m.MarkMaxBytes, m.MarkProb = c.markMax, c.prob
+			h.setModel(1, RoleFabric, m)
+			var want, variance float64
+			for k := 1; k <= c.n; k++ {
+				q := uint64(k) * l // backlog with frame k
+				p := 0.0
+				switch {
+				case q >= uint64(c.markMax):
+					p = 1
+				case q > uint64(c.mark):
+					p = c.prob * float64(q-uint64(c.mark)) / float64(c.markMax-c.mark)
+				}
+				want += p
+				variance += p * (1 - p)
+				if ret, _ := h.run(frame); ret != xdpRedirect {
+					t.Fatalf("frame %d: XDP verdict %d, want redirect", k, ret)
+				}
+			}
+			got := float64(h.counters(1).ECNMarked)
+			sd := math.Sqrt(variance)
+			t.Logf("%d frames of %d B: %v marked, expected %.1f ± %.1f", c.n, l, got, want, sd)
+			if math.Abs(got-want) > 6*sd+1 {
+				t.Errorf("%v frames marked, want %.1f ± %.1f (6 sd)", got, want, 6*sd)
+			}
+		})
 	}
 }

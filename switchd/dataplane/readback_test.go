@@ -115,7 +115,7 @@ func TestPortReadBackAndDelPortClearsFault(t *testing.T) {
 	h := newHarness(t)
 	want := Port{
 		Ifindex: loIfindex, NeighMAC: net.HardwareAddr{2, 1, 2, 3, 4, 5}, OwnMAC: net.HardwareAddr{2, 6, 7, 8, 9, 10},
-		Role: RoleHostFacing, Model: PortModel{CapacityBps: 8e9, MarkBytes: 10, TrimBytes: 20, BufferBytes: 30},
+		Role: RoleHostFacing, Model: PortModel{CapacityBps: 8e9, MarkBytes: 10, TrimBytes: 20, BufferBytes: 30, MarkMaxBytes: 25, MarkProb: 0.25},
 	}
 	must(t, h.d.SetPort(9, want))
 	got, ok, err := h.d.Port(9)

@@ -78,17 +78,19 @@ type SwitchSwNexthop struct {
 }
 
 type SwitchSwPort struct {
-	_         structs.HostLayout
-	Ifindex   uint32
-	Enabled   uint32
-	Role      uint32
-	NeighMac  [6]uint8
-	OwnMac    [6]uint8
-	RateBps   uint64
-	MarkBytes uint32
-	TrimBytes uint32
-	BufBytes  uint32
-	Flags     uint32
+	_            structs.HostLayout
+	Ifindex      uint32
+	Enabled      uint32
+	Role         uint32
+	NeighMac     [6]uint8
+	OwnMac       [6]uint8
+	RateBps      uint64
+	MarkBytes    uint32
+	TrimBytes    uint32
+	BufBytes     uint32
+	Flags        uint32
+	MarkMaxBytes uint32
+	MarkPmax     uint32
 }
 
 type SwitchSwUsidTable struct {

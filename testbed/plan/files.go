@@ -85,6 +85,7 @@ func SwitchdConfig(p *Plan, s *Switch) *config.Config {
 		cp := config.Port{Name: pt.Ifname, Interface: pt.Ifname, NeighbourMAC: pt.PeerMAC, Role: config.Role(pt.Role)}
 		if m := pt.Model; m.CapacityBps > 0 {
 			cp.Model = &config.PortModel{CapacityBps: m.CapacityBps, ECNThreshold: uint32(m.ECNThreshold),
+				ECNMax: uint32(m.ECNMax), ECNPMax: m.ECNPMax,
 				TrimThreshold: uint32(m.TrimThreshold), Buffer: uint32(m.Buffer), HostECN: m.HostECN}
 		}
 		c.Ports = append(c.Ports, cp)

@@ -136,11 +136,13 @@ type Port struct {
 
 // PortModel is the egress model handed to the switch (zero = off).
 type PortModel struct {
-	CapacityBps   uint64 `yaml:"capacity_bps,omitempty"`
-	ECNThreshold  uint64 `yaml:"ecn_threshold,omitempty"`
-	TrimThreshold uint64 `yaml:"trim_threshold,omitempty"`
-	Buffer        uint64 `yaml:"buffer,omitempty"`
-	HostECN       bool   `yaml:"host_ecn,omitempty"`
+	CapacityBps   uint64  `yaml:"capacity_bps,omitempty"`
+	ECNThreshold  uint64  `yaml:"ecn_threshold,omitempty"`
+	ECNMax        uint64  `yaml:"ecn_max,omitempty"`
+	ECNPMax       float64 `yaml:"ecn_pmax,omitempty"`
+	TrimThreshold uint64  `yaml:"trim_threshold,omitempty"`
+	Buffer        uint64  `yaml:"buffer,omitempty"`
+	HostECN       bool    `yaml:"host_ecn,omitempty"`
 }
 
 // Route is one FIB entry: to a port (neighbour = that port's peer) or to an
@@ -309,7 +311,8 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	P.Namespaces = append(P.Namespaces, P.Mgmt.NS)
 
 	model := func(s topo.LinkSpec) PortModel {
-		return PortModel{CapacityBps: s.CapacityBps, ECNThreshold: s.ECNThreshold, TrimThreshold: s.TrimThreshold, Buffer: s.Buffer, HostECN: s.HostECN}
+		return PortModel{CapacityBps: s.CapacityBps, ECNThreshold: s.ECNThreshold, ECNMax: s.ECNMax, ECNPMax: s.ECNPMax,
+			TrimThreshold: s.TrimThreshold, Buffer: s.Buffer, HostECN: s.HostECN}
 	}
 	sw := func(role string, p, idx int) Switch {
 		name := t0Name(p, idx)

@@ -402,6 +402,46 @@ func TestHostECN(t *testing.T) {
 	}
 }
 
+// TestREDMarkingReachesSwitches: links' ecn_max and ecn_pmax reach every
+// port model of their kind in the switch config files, which mrc-switchd
+// accepts; a link without them keeps step marking.
+func TestREDMarkingReachesSwitches(t *testing.T) {
+	top, _ := topo.Preset("clos-2p")
+	top.Host = topo.LinkSpec{CapacityBps: 100e6, Buffer: 1 << 20, ECNThreshold: 16 << 10, ECNMax: 512 << 10, ECNPMax: 0.01, HostECN: true}
+	top.Fabric = topo.LinkSpec{CapacityBps: 400e6, Buffer: 128 << 10, ECNThreshold: 16 << 10}
+	p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := p.Files(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	red := 0
+	for _, f := range files {
+		if !strings.Contains(f.Path, "/switch/") || !strings.HasSuffix(f.Path, ".yaml") {
+			continue
+		}
+		c, err := swconfig.Parse(f.Path, f.Data)
+		if err != nil {
+			t.Fatalf("mrc-switchd rejects %s: %v", f.Path, err)
+		}
+		for _, pt := range c.Ports {
+			m := pt.Model
+			host := pt.Role == swconfig.RoleHost
+			if host && (m.ECNMax != 512<<10 || m.ECNPMax != 0.01) || !host && (m.ECNMax != 0 || m.ECNPMax != 0) {
+				t.Errorf("%s port %s (%s): ecn_max %d, ecn_pmax %v", f.Path, pt.Name, pt.Role, m.ECNMax, m.ECNPMax)
+			}
+			if host {
+				red++
+			}
+		}
+	}
+	if red != p.Planes*p.T0PerPlane*p.HostsPerT0 {
+		t.Errorf("%d host ports with RED marking, want one per host and plane", red)
+	}
+}
+
 // TestHostLinkDelay: a host link's delay becomes the port delay of the
 // host's mrc-nicd when the plan runs NICs (no netem on the veth: this
 // kernel has none), netem on the veth otherwise; a fabric link's delay

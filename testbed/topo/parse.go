@@ -51,7 +51,7 @@ func Parse(file string, data []byte) (*Topology, error) {
 }
 
 var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "roce_mtu", "nics", "links"}
-var linkFields = []string{"capacity", "delay", "ecn_threshold", "trim_threshold", "buffer", "host_ecn"}
+var linkFields = []string{"capacity", "delay", "ecn_threshold", "ecn_max", "ecn_pmax", "trim_threshold", "buffer", "host_ecn"}
 
 // parser reads a topology file's fields (yamlfields.Parser: file:line:
 // field errors, the line of every field for validation).
@@ -143,6 +143,15 @@ func (p *parser) link(l *LinkSpec, n *yaml.Node, field string) error {
 			default:
 				return p.Err(v, path, "true or false", "bad host_ecn %q", s)
 			}
+		case "ecn_pmax":
+			num, pct := strings.CutSuffix(s, "%")
+			l.ECNPMax, err = strconv.ParseFloat(num, 64)
+			if pct {
+				l.ECNPMax /= 100
+			}
+			if err != nil || !(l.ECNPMax > 0 && l.ECNPMax <= 1) {
+				return p.Err(v, path, "a probability such as 1% or 0.01, above 0 and at most 1", "bad ecn_pmax %q", s)
+			}
 		case "delay":
 			l.Delay, err = time.ParseDuration(s)
 			if err != nil || l.Delay < 0 || l.Delay > 10*time.Second {
@@ -157,6 +166,8 @@ func (p *parser) link(l *LinkSpec, n *yaml.Node, field string) error {
 			switch k {
 			case "ecn_threshold":
 				l.ECNThreshold = x
+			case "ecn_max":
+				l.ECNMax = x
 			case "trim_threshold":
 				l.TrimThreshold = x
 			case "buffer":

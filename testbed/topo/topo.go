@@ -124,6 +124,12 @@ type LinkSpec struct {
 	ECNThreshold  uint64
 	TrimThreshold uint64
 	Buffer        uint64
+	// ECNMax and ECNPMax make the marking RED-style (mrc-switchd ecn_max,
+	// ecn_pmax; DCQCN's Kmax and Pmax): the probability rises linearly
+	// from 0 at ECNThreshold to ECNPMax at ECNMax, and is 1 above it.
+	// 0 = every ECT packet above ECNThreshold (step marking).
+	ECNMax  uint64
+	ECNPMax float64
 	// HostECN (links.host only): the T0 downlinks mark CE above ECNThreshold
 	// as fabric ports do (mrc-switchd host_ecn), so DCQCN sees a last-hop
 	// incast. Default off: a T0 downlink only trims, as MRC's design has it.

@@ -116,6 +116,11 @@ func TestParseErrors(t *testing.T) {
 		{"host_ecn on fabric", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 64KiB, host_ecn: true}\n", 6, "links.fabric.host_ecn", "always mark", "only under links.host"},
 		{"host_ecn without threshold", base + "links:\n  host: {capacity: 1Gbit, buffer: 1MiB, host_ecn: true}\n", 6, "links.host.host_ecn", "not set", "ecn_threshold"},
 		{"host_ecn not bool", base + "links:\n  host: {capacity: 1Gbit, buffer: 1MiB, host_ecn: yes}\n", 6, "links.host.host_ecn", "bad host_ecn", "true or false"},
+		{"ecn_pmax not a probability", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 16KiB, ecn_max: 512KiB, ecn_pmax: 2}\n", 6, "links.fabric.ecn_pmax", "bad ecn_pmax", "at most 1"},
+		{"ecn_max without ecn_pmax", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 16KiB, ecn_max: 512KiB}\n", 6, "links.fabric.ecn_max", "needs the marking probability", "1%"},
+		{"ecn_pmax without ecn_max", base + "links:\n  host: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 16KiB, ecn_pmax: 1%}\n", 6, "links.host.ecn_pmax", "not set", "512KiB"},
+		{"ecn_max not above ecn_threshold", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 16KiB, ecn_max: 16KiB, ecn_pmax: 1%}\n", 6, "links.fabric.ecn_max", "rises from ecn_threshold", "greater than ecn_threshold"},
+		{"ecn_max above buffer", base + "links:\n  fabric: {capacity: 1Gbit, buffer: 1MiB, ecn_threshold: 16KiB, ecn_max: 2MiB, ecn_pmax: 1%}\n", 6, "links.fabric.ecn_max", "above the buffer", "at most buffer"},
 		{"link not mapping", base + "links:\n  fabric: 10G\n", 6, "links.fabric", "expected a mapping", "capacity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

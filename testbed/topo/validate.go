@@ -67,6 +67,17 @@ func (t *Topology) validate(lines map[string]int) error {
 		if l.s.Buffer >= 1<<32 {
 			return bad(l.name+".buffer", "less than 4GiB", "too large for the switch's 32-bit queue thresholds")
 		}
+		switch {
+		case l.s.ECNMax == 0 && l.s.ECNPMax == 0:
+		case l.s.ECNMax == 0:
+			return bad(l.name+".ecn_pmax", "with an ecn_max such as 512KiB", "ecn_pmax is the marking probability at ecn_max, which is not set")
+		case l.s.ECNPMax == 0:
+			return bad(l.name+".ecn_max", "with an ecn_pmax such as 1%", "ecn_max needs the marking probability it reaches (ecn_pmax)")
+		case l.s.ECNThreshold == 0 || l.s.ECNMax <= l.s.ECNThreshold:
+			return bad(l.name+".ecn_max", fmt.Sprintf("greater than ecn_threshold (%d bytes)", l.s.ECNThreshold), "RED marking rises from ecn_threshold to ecn_max")
+		case l.s.Buffer != 0 && l.s.ECNMax > l.s.Buffer:
+			return bad(l.name+".ecn_max", fmt.Sprintf("at most buffer (%d bytes)", l.s.Buffer), "ecn_max above the buffer")
+		}
 		if l.s.HostECN && l.name != "links.host" {
 			return bad(l.name+".host_ecn", "only under links.host", "fabric links always mark CE above ecn_threshold")
 		}
