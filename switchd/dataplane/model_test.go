@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -274,5 +275,44 @@ func TestREDMarking(t *testing.T) {
 				t.Errorf("%v frames marked, want %.1f ± %.1f (6 sd)", got, want, 6*sd)
 			}
 		})
+	}
+}
+
+// TestPortModelValidateRED: RED's thresholds and probability are checked
+// before anything reaches the map, and markPmax maps a probability onto the
+// prandom threshold the program compares with.
+func TestPortModelValidateRED(t *testing.T) {
+	base := PortModel{CapacityBps: 8e6, MarkBytes: 1000, BufferBytes: 100000}
+	for _, c := range []struct {
+		name    string
+		max     uint32
+		prob    float64
+		wantErr string
+	}{
+		{"step marking", 0, 0, ""},
+		{"RED", 50000, 0.01, ""},
+		{"RED up to the buffer, p 1", 100000, 1, ""},
+		{"max at the marking threshold", 1000, 0.01, "must be above the marking threshold"},
+		{"max above the buffer", 100001, 0.01, "above buffer"},
+		{"probability 0 with a max", 50000, 0, "probability 0"},
+		{"probability above 1", 50000, 1.5, "want 0 < p <= 1"},
+		{"probability without a max", 0, 0.01, "must be above the marking threshold"},
+	} {
+		m := base
+		m.MarkMaxBytes, m.MarkProb = c.max, c.prob
+		err := m.validate()
+		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%s: validate() = %v, want %q", c.name, err, c.wantErr)
+		}
+	}
+	noMark := base
+	noMark.MarkBytes, noMark.MarkMaxBytes, noMark.MarkProb = 0, 50000, 0.01
+	if err := noMark.validate(); err == nil {
+		t.Error("RED without a marking threshold: no error")
+	}
+	for p, want := range map[float64]uint32{0.25: 1 << 30, 0.5: 1 << 31, 1: math.MaxUint32, 0.01: 42949673} {
+		if got := markPmax(p); got != want {
+			t.Errorf("markPmax(%v) = %d, want %d", p, got, want)
+		}
 	}
 }
