@@ -359,6 +359,38 @@ func TestNICConfig(t *testing.T) {
 	}
 }
 
+// switchPorts plans top and returns every port of every switch config file
+// the plan writes, each file parsed as mrc-switchd parses it (a file it
+// rejects fails the test), with the plan.
+func switchPorts(t *testing.T, top *topo.Topology) (*Plan, []swconfig.Port) {
+	t.Helper()
+	p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := p.Files(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []swconfig.Port
+	for _, f := range files {
+		if !strings.Contains(f.Path, "/switch/") || !strings.HasSuffix(f.Path, ".yaml") {
+			continue
+		}
+		c, err := swconfig.Parse(f.Path, f.Data)
+		if err != nil {
+			t.Fatalf("mrc-switchd rejects %s: %v", f.Path, err)
+		}
+		for _, pt := range c.Ports {
+			if pt.Model == nil {
+				t.Fatalf("%s port %s: no model", f.Path, pt.Name)
+			}
+			ports = append(ports, pt)
+		}
+	}
+	return p, ports
+}
+
 // TestHostECN: links.host.host_ecn reaches the T0 downlinks' port models in
 // the switch config files (which mrc-switchd accepts), and only them.
 func TestHostECN(t *testing.T) {
@@ -366,34 +398,15 @@ func TestHostECN(t *testing.T) {
 		top, _ := topo.Preset("clos-2p")
 		top.Host = topo.LinkSpec{CapacityBps: 100e6, Buffer: 128 << 10, ECNThreshold: 16 << 10, HostECN: on}
 		top.Fabric = topo.LinkSpec{CapacityBps: 400e6, Buffer: 128 << 10, ECNThreshold: 16 << 10}
-		p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := p.Files(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, ports := switchPorts(t, top)
 		hostPorts := 0
-		for _, f := range files {
-			if !strings.Contains(f.Path, "/switch/") || !strings.HasSuffix(f.Path, ".yaml") {
-				continue
+		for _, pt := range ports {
+			want := on && pt.Role == swconfig.RoleHost
+			if pt.Model.HostECN != want {
+				t.Errorf("host_ecn=%v: port %s (%s): HostECN %v, want %v", on, pt.Name, pt.Role, pt.Model.HostECN, want)
 			}
-			c, err := swconfig.Parse(f.Path, f.Data)
-			if err != nil {
-				t.Fatalf("host_ecn=%v: mrc-switchd rejects %s: %v", on, f.Path, err)
-			}
-			for _, pt := range c.Ports {
-				if pt.Model == nil {
-					t.Fatalf("%s port %s: no model", f.Path, pt.Name)
-				}
-				want := on && pt.Role == swconfig.RoleHost
-				if pt.Model.HostECN != want {
-					t.Errorf("host_ecn=%v: %s port %s (%s): HostECN %v, want %v", on, f.Path, pt.Name, pt.Role, pt.Model.HostECN, want)
-				}
-				if pt.Role == swconfig.RoleHost {
-					hostPorts++
-				}
+			if pt.Role == swconfig.RoleHost {
+				hostPorts++
 			}
 		}
 		if hostPorts != p.Planes*p.T0PerPlane*p.HostsPerT0 {
@@ -409,32 +422,16 @@ func TestREDMarkingReachesSwitches(t *testing.T) {
 	top, _ := topo.Preset("clos-2p")
 	top.Host = topo.LinkSpec{CapacityBps: 100e6, Buffer: 1 << 20, ECNThreshold: 16 << 10, ECNMax: 512 << 10, ECNPMax: 0.01, HostECN: true}
 	top.Fabric = topo.LinkSpec{CapacityBps: 400e6, Buffer: 128 << 10, ECNThreshold: 16 << 10}
-	p, err := Build(top, Options{RunDir: "/run/softmrc/x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := p.Files(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, ports := switchPorts(t, top)
 	red := 0
-	for _, f := range files {
-		if !strings.Contains(f.Path, "/switch/") || !strings.HasSuffix(f.Path, ".yaml") {
-			continue
+	for _, pt := range ports {
+		m := pt.Model
+		host := pt.Role == swconfig.RoleHost
+		if host && (m.ECNMax != 512<<10 || m.ECNPMax != 0.01) || !host && (m.ECNMax != 0 || m.ECNPMax != 0) {
+			t.Errorf("port %s (%s): ecn_max %d, ecn_pmax %v", pt.Name, pt.Role, m.ECNMax, m.ECNPMax)
 		}
-		c, err := swconfig.Parse(f.Path, f.Data)
-		if err != nil {
-			t.Fatalf("mrc-switchd rejects %s: %v", f.Path, err)
-		}
-		for _, pt := range c.Ports {
-			m := pt.Model
-			host := pt.Role == swconfig.RoleHost
-			if host && (m.ECNMax != 512<<10 || m.ECNPMax != 0.01) || !host && (m.ECNMax != 0 || m.ECNPMax != 0) {
-				t.Errorf("%s port %s (%s): ecn_max %d, ecn_pmax %v", f.Path, pt.Name, pt.Role, m.ECNMax, m.ECNPMax)
-			}
-			if host {
-				red++
-			}
+		if host {
+			red++
 		}
 	}
 	if red != p.Planes*p.T0PerPlane*p.HostsPerT0 {
