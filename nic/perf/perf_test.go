@@ -438,26 +438,38 @@ func TestWriteBWRateLimit(t *testing.T) {
 		{"250 messages/s", []string{"--rate_limit", "250", "--rate_units", "p"}, 250 * size / float64(1<<20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"-s", "4096", "-D", "1", "--json", "--verify"}, tc.args...)
-			out, errOut, err := runPairOn(t, pr, BW, args...)
-			if err != nil {
-				t.Fatalf("%v\n%s\n%s", err, out, errOut)
-			}
-			var doc struct{ Results []BWResult }
-			if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Results) != 1 {
-				t.Fatalf("stdout: %v\n%s", err, out)
-			}
-			r := doc.Results[0]
-			if !r.Verified || r.Mismatches != 0 {
-				t.Fatalf("not verified: %+v", r)
-			}
-			t.Logf("%s: %.3f MiB/s over %.2f s (%d messages)", tc.name, r.Average, r.Seconds, r.Iterations)
-			if tc.max == 0 {
-				if r.Average < 4*8e6/8/(1<<20) {
-					t.Fatalf("unlimited run %.3f MiB/s: not 4× above the 8 Mbit/s limit, so the limited runs prove nothing", r.Average)
+			run := func() BWResult {
+				args := append([]string{"-s", "4096", "-D", "1", "--json", "--verify"}, tc.args...)
+				out, errOut, err := runPairOn(t, pr, BW, args...)
+				if err != nil {
+					t.Fatalf("%v\n%s\n%s", err, out, errOut)
 				}
-				return
+				var doc struct{ Results []BWResult }
+				if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Results) != 1 {
+					t.Fatalf("stdout: %v\n%s", err, out)
+				}
+				r := doc.Results[0]
+				if !r.Verified || r.Mismatches != 0 {
+					t.Fatalf("not verified: %+v", r)
+				}
+				t.Logf("%s: %.3f MiB/s over %.2f s (%d messages)", tc.name, r.Average, r.Seconds, r.Iterations)
+				return r
 			}
+			if tc.max == 0 {
+				// The baseline only has to show the path can go far above
+				// the limit; the best of three counts, because make test's
+				// parallel load once held a run to 2.3 MiB/s (CI
+				// 2026-12-05 10:00).
+				const floor = 4 * 8e6 / 8 / (1 << 20)
+				best := 0.0
+				for range 3 {
+					if best = max(best, run().Average); best >= floor {
+						return
+					}
+				}
+				t.Fatalf("unlimited runs, best %.3f MiB/s: not 4× above the 8 Mbit/s limit, so the limited runs prove nothing", best)
+			}
+			r := run()
 			bound := tc.max*1.1 + float64(size)/(1<<20)/r.Seconds
 			if r.Average > bound || r.Average < tc.max/4 {
 				t.Fatalf("%.3f MiB/s with a limit of %.3f MiB/s: want ≤ %.3f (and not starved below a quarter)", r.Average, tc.max, bound)
