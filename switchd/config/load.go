@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/softmrc/softmrc/internal/probability"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -191,12 +192,8 @@ func (d *decoder) probability(n *yaml.Node, field string) float64 {
 	if !ok {
 		return 0
 	}
-	num, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
-	p, err := strconv.ParseFloat(num, 64)
-	if pct {
-		p /= 100
-	}
-	if err != nil || !(p > 0 && p <= 1) {
+	p, err := probability.Parse(s)
+	if err != nil || p == 0 {
 		d.fail(n, field, "is %q: want %s", s, want)
 		return 0
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/softmrc/softmrc/internal/probability"
 )
 
 // Commands.
@@ -199,7 +201,7 @@ func ParseFault(target, spec string) (Fault, error) {
 			return f, fmt.Errorf("fault %s hang: hang applies to the whole switch: use 'fault switch hang'", target)
 		}
 	case ActLoss:
-		p, err := parseProb(arg)
+		p, err := probability.Parse(arg)
 		if err != nil || !hasArg {
 			return f, fmt.Errorf("fault %s %s: want loss=P with P a probability in [0,1] (e.g. 0.01) or a percentage (e.g. 1%%)", target, spec)
 		}
@@ -221,20 +223,4 @@ func ParseFault(target, spec string) (Fault, error) {
 		return f, fmt.Errorf("fault %s %s: %s takes no value", target, spec, name)
 	}
 	return f, nil
-}
-
-func parseProb(s string) (float64, error) {
-	scale := 1.0
-	if t, ok := strings.CutSuffix(s, "%"); ok {
-		s, scale = t, 100
-	}
-	p, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, err
-	}
-	p /= scale
-	if !(p >= 0 && p <= 1) {
-		return 0, fmt.Errorf("probability %v outside [0,1]", p)
-	}
-	return p, nil
 }

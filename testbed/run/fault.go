@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/probability"
 	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/testbed/netns"
 	"github.com/softmrc/softmrc/testbed/plan"
@@ -46,12 +47,8 @@ func ParseOp(s string) (Op, error) {
 	case !hasV && (k == "down" || k == "up" || k == "blackhole" || k == "hang" || k == "restart" || k == "clear"):
 		return Op{Kind: k}, nil
 	case hasV && k == "loss":
-		pct := strings.HasSuffix(v, "%")
-		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
-		if pct {
-			f /= 100
-		}
-		if err != nil || !(f > 0 && f <= 1) {
+		f, err := probability.Parse(v)
+		if err != nil || f == 0 {
 			return Op{}, fmt.Errorf("fault %q: loss must be a probability in (0, 1] or a percentage, e.g. loss=0.01 or loss=1%%", s)
 		}
 		return Op{Kind: "loss", Loss: f}, nil

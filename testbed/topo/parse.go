@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/softmrc/softmrc/internal/probability"
 	"github.com/softmrc/softmrc/testbed/yamlfields"
 )
 
@@ -144,12 +145,8 @@ func (p *parser) link(l *LinkSpec, n *yaml.Node, field string) error {
 				return p.Err(v, path, "true or false", "bad host_ecn %q", s)
 			}
 		case "ecn_pmax":
-			num, pct := strings.CutSuffix(s, "%")
-			l.ECNPMax, err = strconv.ParseFloat(num, 64)
-			if pct {
-				l.ECNPMax /= 100
-			}
-			if err != nil || !(l.ECNPMax > 0 && l.ECNPMax <= 1) {
+			l.ECNPMax, err = probability.Parse(s)
+			if err != nil || l.ECNPMax == 0 {
 				return p.Err(v, path, "a probability such as 1% or 0.01, above 0 and at most 1", "bad ecn_pmax %q", s)
 			}
 		case "delay":
