@@ -398,8 +398,11 @@ func (e *Engine) Snapshot(qpn wire.QPN, s *QPSnapshot) error {
 	return nil
 }
 
-// HandlePacket processes one received frame from port. The frame is only
-// read during the call. Malformed frames are counted and dropped.
+// HandlePacket processes one received frame from port. The frame is not
+// retained, but it is written during the call: the ICRC check masks header
+// fields in place and restores them before it returns
+// (wire.CheckICRCInPlace), so nobody else may read the frame meanwhile.
+// Malformed frames are counted and dropped.
 func (e *Engine) HandlePacket(now Time, port wire.Plane, frame []byte) {
 	e.now = now
 	e.stats.RxFrames++
@@ -412,7 +415,7 @@ func (e *Engine) HandlePacket(now Time, port wire.Plane, frame []byte) {
 		e.stats.RxDecodeErr++
 		return
 	}
-	if !p.Trimmed && !wire.CheckICRC(frame, p) {
+	if !p.Trimmed && !wire.CheckICRCInPlace(frame, p) {
 		e.stats.RxBadICRC++
 		return
 	}

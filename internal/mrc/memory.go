@@ -4,17 +4,19 @@ package mrc
 // domain, key kind and key. Register and Deregister allocate; Region does
 // not.
 type MemTable struct {
-	regions map[memKey]Region
+	// By key kind, then by memKey(pd, key): a uint64 key takes the map's
+	// 64-bit fast path, where a struct key cost the engine benchmark 34 ns
+	// per packet in hashing (nic/regions, mrc-nicd's table, is keyed the
+	// same way).
+	regions [2]map[uint64]Region
 }
 
-type memKey struct {
-	pd   uint32
-	key  uint32
-	kind KeyKind
-}
+func memKey(pd, key uint32) uint64 { return uint64(pd)<<32 | uint64(key) }
 
 // NewMemTable makes an empty table.
-func NewMemTable() *MemTable { return &MemTable{regions: map[memKey]Region{}} }
+func NewMemTable() *MemTable {
+	return &MemTable{regions: [2]map[uint64]Region{{}, {}}}
+}
 
 // Register makes buf reachable in protection domain 0 under key, as both
 // lkey and rkey, as [base, base+len(buf)).
@@ -28,21 +30,24 @@ func (m *MemTable) Register(key uint32, base uint64, buf []byte, access Access) 
 func (m *MemTable) RegisterPD(pd, lkey, rkey uint32, base uint64, buf []byte, access Access) {
 	r := Region{Base: base, Buf: buf, Access: access}
 	if lkey != 0 {
-		m.regions[memKey{pd, lkey, LocalKey}] = r
+		m.regions[LocalKey][memKey(pd, lkey)] = r
 	}
 	if rkey != 0 {
-		m.regions[memKey{pd, rkey, RemoteKey}] = r
+		m.regions[RemoteKey][memKey(pd, rkey)] = r
 	}
 }
 
 // Deregister removes key (both kinds) from protection domain 0.
 func (m *MemTable) Deregister(key uint32) {
-	delete(m.regions, memKey{0, key, LocalKey})
-	delete(m.regions, memKey{0, key, RemoteKey})
+	delete(m.regions[LocalKey], memKey(0, key))
+	delete(m.regions[RemoteKey], memKey(0, key))
 }
 
 // Region implements Memory.
 func (m *MemTable) Region(pd, key uint32, kind KeyKind) (Region, bool) {
-	r, ok := m.regions[memKey{pd, key, kind}]
+	if kind != LocalKey && kind != RemoteKey {
+		return Region{}, false
+	}
+	r, ok := m.regions[kind][memKey(pd, key)]
 	return r, ok
 }

@@ -75,21 +75,27 @@ func BenchmarkCheckICRC(b *testing.B) {
 		{"data_2048B", benchPacket(2048)},
 		{"data_4096B", benchPacket(4096)},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			buf := make([]byte, c.p.Len())
-			n, _ := c.p.Encode(buf)
-			var q Packet
-			if err := (Decoder{}).Decode(buf[:n], &q); err != nil {
-				b.Fatal(err)
+		for _, inPlace := range []bool{false, true} {
+			check, name := CheckICRC, c.name
+			if inPlace {
+				check, name = CheckICRCInPlace, c.name+"/inplace"
 			}
-			b.ReportAllocs()
-			b.SetBytes(int64(n))
-			for b.Loop() {
-				if !CheckICRC(buf[:n], &q) {
-					b.Fatal("bad ICRC")
+			b.Run(name, func(b *testing.B) {
+				buf := make([]byte, c.p.Len())
+				n, _ := c.p.Encode(buf)
+				var q Packet
+				if err := (Decoder{}).Decode(buf[:n], &q); err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				b.ReportAllocs()
+				b.SetBytes(int64(n))
+				for b.Loop() {
+					if !check(buf[:n], &q) {
+						b.Fatal("bad ICRC")
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -139,10 +145,11 @@ func TestZeroAllocs(t *testing.T) {
 	d := Decoder{}
 	us := make([]USID, 0, 8)
 	ops := map[string]func(){
-		"Encode":    func() { p.Encode(buf) },
-		"Decode":    func() { d.Decode(frame, &q) },
-		"CheckICRC": func() { CheckICRC(frame, &q) },
-		"ICRC":      func() { ICRC(frame[EthLen+IPv6Len : n-ICRCLen]) },
+		"Encode":           func() { p.Encode(buf) },
+		"Decode":           func() { d.Decode(frame, &q) },
+		"CheckICRC":        func() { CheckICRC(frame, &q) },
+		"CheckICRCInPlace": func() { CheckICRCInPlace(frame, &q) },
+		"ICRC":             func() { ICRC(frame[EthLen+IPv6Len : n-ICRCLen]) },
 		"Trim": func() {
 			copy(buf, frame)
 			Trim(buf[:n], true)

@@ -78,7 +78,13 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		CheckICRC(frame, &p)
+		saved := append([]byte(nil), frame...)
+		if a, b := CheckICRC(frame, &p), CheckICRCInPlace(frame, &p); a != b {
+			t.Fatalf("CheckICRC %v, CheckICRCInPlace %v", a, b)
+		}
+		if !bytes.Equal(frame, saved) {
+			t.Fatalf("CheckICRCInPlace changed byte %d", firstDiff(frame, saved))
+		}
 		buf := make([]byte, p.Len())
 		n, err := p.Encode(buf)
 		if err != nil {

@@ -115,3 +115,19 @@ func CheckICRC(frame []byte, p *Packet) bool {
 	end := len(frame) - ICRCLen
 	return ICRC(frame[p.InnerOff:end]) == le.Uint32(frame[end:])
 }
+
+// CheckICRCInPlace is CheckICRC for a frame the caller owns: it masks the
+// header fields in the frame itself, runs one CRC pass over header and
+// payload together and puts the original bytes back before it returns, so
+// the frame is unchanged afterwards but must not be read by anyone else
+// (another goroutine, a shared golden buffer) meanwhile. It saves the
+// separate header pass of CheckICRC: 60 bytes through a table loop, which
+// cost a receiver a third as much as the CLMUL pass over a 2 KiB payload
+// (BenchmarkCheckICRC).
+func CheckICRCInPlace(frame []byte, p *Packet) bool {
+	if p.Trimmed || len(frame) < p.InnerOff+IPv6Len+UDPLen+BTHLen+ICRCLen {
+		return false
+	}
+	end := len(frame) - ICRCLen
+	return icrcInPlace(frame[p.InnerOff:end]) == le.Uint32(frame[end:])
+}

@@ -193,6 +193,40 @@ func TestICRCInPlaceAgreesAndRestores(t *testing.T) {
 	}
 }
 
+// CheckICRCInPlace gives CheckICRC's verdict on every golden frame, on the
+// same frame with its ICRC field broken and with a covered byte flipped, and
+// leaves every frame as it found it.
+func TestCheckICRCInPlaceAgreesAndRestores(t *testing.T) {
+	for _, c := range goldenCases(t) {
+		var p Packet
+		if (Decoder{}).Decode(c.frame, &p) != nil {
+			continue
+		}
+		good := append([]byte(nil), c.frame...)
+		IPv6(good[p.InnerOff:]).SetHopLimit(3) // masked: the verdict stays
+		UDP(good[p.InnerOff+IPv6Len:]).SetChecksum(0xABCD)
+		badICRC := append([]byte(nil), good...)
+		badICRC[len(badICRC)-1] ^= 0x01
+		badBody := append([]byte(nil), good...)
+		badBody[p.BTHOff+1] ^= 0x10 // BTH flags: covered
+		for _, v := range []struct {
+			name string
+			f    []byte
+			want bool
+		}{{"as sent", good, !p.Trimmed}, {"ICRC flipped", badICRC, false}, {"BTH flipped", badBody, false}} {
+			saved := append([]byte(nil), v.f...)
+			ref := CheckICRC(v.f, &p)
+			got := CheckICRCInPlace(v.f, &p)
+			if got != ref || got != v.want {
+				t.Errorf("%s %s: CheckICRCInPlace %v, CheckICRC %v, want %v", c.name, v.name, got, ref, v.want)
+			}
+			if i := firstDiff(v.f, saved); i != len(v.f) {
+				t.Errorf("%s %s: CheckICRCInPlace left byte %d changed", c.name, v.name, i)
+			}
+		}
+	}
+}
+
 // ICRC, icrcInPlace and the bit-at-a-time reference agree on random frames
 // of every length around the boundaries of the header loop (60 bytes) and of
 // hash/crc32's CLMUL path (64 bytes, then 16-byte blocks), and on the

@@ -21,6 +21,8 @@ type Engine interface {
 	DestroyQP(qpn wire.QPN) error
 	PostWrite(qpn wire.QPN, wr mrc.WR) error
 	PollCQ(dst []mrc.Completion) int
+	// HandlePacket may write into frame during the call (restoring it
+	// before it returns) and does not keep it.
 	HandlePacket(now mrc.Time, port wire.Plane, frame []byte)
 	// Poll emits the frames due at now; emit copies them.
 	Poll(now mrc.Time, emit func(port wire.Plane, frame []byte))
