@@ -1,6 +1,7 @@
 package mrc
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/wire"
@@ -483,5 +484,41 @@ func TestProbesBeforeRTTSample(t *testing.T) {
 		return done == 16
 	}) {
 		t.Fatalf("%d of 16 writes done 2 s after the peer began to listen", done)
+	}
+}
+
+// TestInitialRTOBacksOff: a path whose RTT is above AckTimeout and a peer
+// that answers nothing for its first 270 ms (mrc-lab S8 with 2.5 ms host
+// links: 16 daemons starting on 2 vCPUs). Before the initial timeout
+// backed off, every packet and every probe timed out before its answer
+// came, every EV went ASSUMED_BAD, no RTT sample was ever taken and all 64
+// writes failed RETRY_EXCEEDED on a path that lost nothing. The control
+// row (RTT below AckTimeout) passed before too.
+func TestInitialRTOBacksOff(t *testing.T) {
+	const ackTimeout, deaf = 20 * Millisecond, 270 * Millisecond
+	for _, delay := range []Time{5 * Millisecond, 15 * Millisecond, 40 * Millisecond} {
+		t.Run(fmt.Sprintf("rtt%dms", 2*delay/Millisecond), func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 57, qc: QPConfig{AckTimeout: ackTimeout, MinRTO: 200 * Microsecond, NoEVTimeout: 2 * Second}})
+			h.Delay = delay
+			h.Rate = 0.05 // 50 Mbit/s, as S8's host links
+			h.Filter = func(int, wire.Plane, []byte) bool { return h.now < deaf }
+			const n = 64
+			h.startTransfer(n*16<<10, 16<<10)
+			done := 0
+			ok := h.run(5*Second, func() bool {
+				for _, c := range h.drainCQ(0) {
+					if c.Status != StatusOK {
+						t.Fatalf("write %d: %v after %d ms", c.WRID, c.Status, h.now/Millisecond)
+					}
+					done++
+				}
+				return done == n
+			})
+			s := h.snap(0)
+			t.Logf("%d of %d writes by %d ms: %d timeouts, %d probes, srtt %d µs", done, n, h.now/Millisecond, s.Counters.Timeouts, s.Counters.TxProbe, s.SRTT/Microsecond)
+			if !ok || s.SRTT == 0 {
+				t.Fatalf("%d of %d writes done in 5 s, srtt %d", done, n, s.SRTT)
+			}
+		})
 	}
 }

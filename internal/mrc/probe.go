@@ -8,14 +8,15 @@ import "github.com/softmrc/softmrc/internal/wire"
 // answers), and validating the reverse EV set of a receive-only QP.
 
 // probeTimeout is how long a probe's answer may take: three RTTs, and
-// before any RTT sample the timeout data packets have then (AckTimeout).
+// before any RTT sample the timeout data packets have then (initialRTO,
+// backed off by unanswered probes as by unanswered packets).
 // Why the second: with srtt 0 the 50 µs floor declared every probe of a
 // longer path lost long before its answer could come, and the EV was
 // probed again at once: thousands of probes an RTT (mrc-lab S7: 11 557 in
 // 100 ms from one QP, filling 40 Mbit/s links; TestProbesBeforeRTTSample).
 func (q *qp) probeTimeout() Time {
 	if q.srtt == 0 {
-		return max(q.cfg.AckTimeout, 50*Microsecond)
+		return max(q.initialRTO(), 50*Microsecond)
 	}
 	return max(3*q.srtt, 50*Microsecond)
 }
@@ -166,6 +167,7 @@ func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time 
 }
 
 func (q *qp) probeFailed(pr *probeRec) {
+	q.backOffInitial(pr.sentAt)
 	if pr.ev >= 0 {
 		x := &q.evs[pr.ev]
 		x.probeOut = false

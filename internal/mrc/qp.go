@@ -274,9 +274,15 @@ type qp struct {
 	timers         timerQueue
 	txSeq          uint32
 	srtt, rttvar   Time
-	rackSentAt     Time
-	noEVSince      Time
-	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
+	// initBackoff doubles the initial timeout (AckTimeout) once per
+	// unanswered round before the first RTT sample, from a packet or probe
+	// sent at or after initBackoffAt (RFC 6298's backed-off timer, kept
+	// until a valid sample: send.go initialRTO).
+	initBackoff   uint8
+	initBackoffAt Time
+	rackSentAt    Time
+	noEVSince     Time
+	lastProgress  Time // latest new acknowledgement, or the start of the outstanding data
 	// blockedSince is when a send attempt first found work queued, nothing
 	// outstanding and no way to send (no usable EV, a closed window, no
 	// port room); 0 once a packet goes out. RetryTimeout ends a QP blocked

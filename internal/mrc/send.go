@@ -21,16 +21,21 @@ func (q *qp) hasWork() bool {
 // before (a retransmission after a loss detected by a SACK or a NACK does
 // not back off: the timer was not too short, the packet was lost):
 // srtt + 4·rttvar (RFC 6298's form) plus one srtt of slack, clamped to
-// [MinRTO, MaxRTO]; AckTimeout before any RTT sample or with FixedRTO;
-// doubled per earlier timeout in exponential mode, up to MaxAckTimeout. Why the
+// [MinRTO, MaxRTO]; before any RTT sample initialRTO (AckTimeout, backed
+// off while nothing comes back); AckTimeout with FixedRTO; doubled per
+// earlier timeout in exponential mode, up to MaxAckTimeout. Why the
 // slack: every timeout marks an EV ASSUMED_BAD, and on a steady path rttvar
 // decays toward zero, so srtt + 4·rttvar alone fires on a queueing blip; in
 // the fabric simulator's ECN balance scenario srtt + max(4·rttvar, srtt/2)
 // cost each flow ~4 % of the capacity (docs/engine.md).
 func (q *qp) rto(tries uint8) Time {
 	base := q.cfg.AckTimeout
-	if q.srtt > 0 && !q.cfg.FixedRTO {
+	switch {
+	case q.cfg.FixedRTO:
+	case q.srtt > 0:
 		base = min(max(2*q.srtt+4*q.rttvar, q.cfg.MinRTO), q.cfg.MaxRTO)
+	default:
+		base = q.initialRTO()
 	}
 	if q.cfg.TimeoutMode == TimeoutExponential && tries > 0 {
 		ceil := max(q.cfg.MaxAckTimeout, base)
@@ -40,6 +45,38 @@ func (q *qp) rto(tries uint8) Time {
 		base = min(base, ceil)
 	}
 	return base
+}
+
+// initialRTO is the timeout before the first RTT sample: AckTimeout,
+// doubled per round of timeouts since the QP started (backOffInitial), up
+// to MaxAckTimeout. Why: a path whose RTT is above AckTimeout (mrc-nicd's
+// 20 ms against a delay line's 10 ms plus a queue) times every packet and
+// every probe out before its answer can come. Without the backoff each new
+// packet got 20 ms again, every EV went ASSUMED_BAD, and every probe of them
+// "failed" before its answer arrived, so no sample was ever taken and the
+// QP failed RETRY_EXCEEDED on a path that delivered everything (mrc-lab S8
+// with 2.5 ms host links: a receiver that answered only after 270 ms;
+// TestInitialRTOBacksOff). TCP does the same (RFC 6298 5.5 and 5.7: the
+// backed-off RTO is kept until a valid sample).
+func (q *qp) initialRTO() Time {
+	rto := q.cfg.AckTimeout
+	for i := uint8(0); i < q.initBackoff && rto < q.cfg.MaxAckTimeout; i++ {
+		rto *= 2
+	}
+	return min(rto, max(q.cfg.MaxAckTimeout, q.cfg.AckTimeout))
+}
+
+// backOffInitial doubles the initial timeout after a packet or probe sent
+// at sentAt went unanswered, if no RTT sample exists yet; once per round:
+// what was sent before the previous doubling had the shorter timeout and
+// does not count again (a burst of 64 packets that times out together is
+// one round, as TCP's single retransmission timer sees it).
+func (q *qp) backOffInitial(sentAt Time) {
+	if q.srtt != 0 || q.cfg.FixedRTO || sentAt < q.initBackoffAt || q.initialRTO() >= q.cfg.MaxAckTimeout {
+		return
+	}
+	q.initBackoff++
+	q.initBackoffAt = q.e.now
 }
 
 // markLost takes a packet out of the inflight count and queues it for
@@ -264,6 +301,7 @@ func (q *qp) runTimers(now Time) {
 		if pk.ev >= 0 {
 			q.evs[pk.ev].c.Timeouts++
 		}
+		q.backOffInitial(pk.sentAt)
 		q.pathFailedAt(pk.ev, pk.sentAt)
 		if q.cfg.Transport.inOrder() {
 			q.goBack(q.sndUna)
