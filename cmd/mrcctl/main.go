@@ -210,6 +210,11 @@ func run(args []string, out io.Writer) error {
 				q.Transport, q.RemoteQPN, q.SRTTus, cc, q.InFlight, q.Backlog, q.TxData, q.TxRtx, q.TxBytes, q.RxData, q.RxBytes,
 				q.Timeouts, q.Losses, q.GoodEVs, q.EVs)
 		}
+		for _, q := range *r {
+			if q.FailCause != "" {
+				fmt.Fprintf(tw, "%#06x failed (%s): %s\n", q.QPN, q.Status, q.FailCause)
+			}
+		}
 	case *[]vproto.EVRow:
 		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSWITCHES\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
 		for _, e := range *r {

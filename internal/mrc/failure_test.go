@@ -522,3 +522,39 @@ func TestInitialRTOBacksOff(t *testing.T) {
 		})
 	}
 }
+
+// TestFailCause: a peer that answers nothing ends the QP by whichever rule
+// is configured to fire first, and the snapshot names that rule.
+func TestFailCause(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		qc   QPConfig
+		want FailCause
+	}{
+		{"retry limit", QPConfig{NumEVs: 8, RetryLimit: 2, NoEVTimeout: 100 * Second, RetryTimeout: 100 * Second}, FailRetryLimit},
+		{"no usable EV", QPConfig{RetryLimit: 32, NoEVTimeout: 50 * Millisecond, RetryTimeout: 100 * Second}, FailNoEV},
+		{"retry timeout", QPConfig{RetryLimit: 32, NoEVTimeout: 100 * Second, RetryTimeout: 200 * Millisecond}, FailRetryTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, hopts{seed: 61, qc: c.qc})
+			h.Filter = func(from int, _ wire.Plane, _ []byte) bool { return from == 0 }
+			h.startTransfer(1<<20, 64<<10)
+			var st Status
+			if !h.run(10*Second, func() bool {
+				for _, x := range h.drainCQ(0) {
+					if x.Status != StatusOK && st == StatusOK {
+						st = x.Status
+					}
+				}
+				return st != StatusOK
+			}) {
+				t.Fatalf("no error in 10 s")
+			}
+			s := h.snap(0)
+			t.Logf("%v after %d ms: %v (%v)", st, h.now/Millisecond, s.FailCause, s.Status)
+			if s.State != QPError || s.FailCause != c.want {
+				t.Fatalf("state %v, cause %q, want %q", s.State, s.FailCause, c.want)
+			}
+		})
+	}
+}

@@ -247,15 +247,16 @@ type revEntry struct {
 }
 
 type qp struct {
-	e      *Engine
-	qpn    wire.QPN
-	cfg    QPConfig
-	state  QPState
-	status Status
-	remote QPInfo
-	peer   *peer
-	W      int
-	wmask  uint32
+	e         *Engine
+	qpn       wire.QPN
+	cfg       QPConfig
+	state     QPState
+	status    Status
+	failCause FailCause
+	remote    QPInfo
+	peer      *peer
+	W         int
+	wmask     uint32
 
 	// sender
 	msgs           []txMsg
@@ -556,11 +557,11 @@ func (q *qp) post(wr WR) error {
 }
 
 // fail moves the QP to error and flushes its posted WRs.
-func (q *qp) fail(s Status) {
+func (q *qp) fail(s Status, cause FailCause) {
 	if q.state == QPError {
 		return
 	}
-	q.state, q.status = QPError, s
+	q.state, q.status, q.failCause = QPError, s, cause
 	q.e.complete(Completion{Kind: CompQPError, Status: s, QPN: q.qpn})
 	q.flush(s)
 	q.release()
@@ -643,7 +644,7 @@ func (q *qp) sendableAt() Time {
 
 func (q *qp) snapshot(s *QPSnapshot) {
 	evs, rev := s.EVs[:0], s.ReverseEVs[:0]
-	*s = QPSnapshot{QPN: q.qpn, State: q.state, Status: q.status, Transport: q.cfg.Transport, Peer: q.remote,
+	*s = QPSnapshot{QPN: q.qpn, State: q.state, Status: q.status, FailCause: q.failCause, Transport: q.cfg.Transport, Peer: q.remote,
 		SRTT: q.srtt, RTTVar: q.rttvar, SndUna: q.sndUna, SndNxt: q.sndNxt, RcvCack: q.rx.cack, Counters: q.stats}
 	q.roceSnapshot(s)
 	if q.peer != nil {

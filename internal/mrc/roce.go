@@ -152,7 +152,7 @@ func (q *qp) roceRetry() bool {
 	if q.cfg.RetryLimit >= 32 || r.retries <= q.cfg.RetryLimit {
 		return false
 	}
-	q.fail(StatusRetryExceeded)
+	q.fail(StatusRetryExceeded, FailRoCERetries)
 	return true
 }
 

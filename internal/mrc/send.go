@@ -162,7 +162,7 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 		if q.noEVSince == 0 {
 			q.noEVSince = now
 		} else if now-q.noEVSince >= q.cfg.NoEVTimeout {
-			q.fail(StatusNoPath)
+			q.fail(StatusNoPath, FailNoEV)
 		}
 		return false
 	}
@@ -262,7 +262,7 @@ func (q *qp) runTimers(now Time) {
 		// Nothing acknowledged for RetryTimeout: the peer is gone (or out
 		// of step with us) even if its probes are answered. RC's retry
 		// count × timeout ends the same way.
-		q.fail(StatusRetryExceeded)
+		q.fail(StatusRetryExceeded, FailRetryTimeout)
 		return
 	}
 	if q.blockedSince != 0 && (q.sndUna != q.sndNxt || !q.hasWork()) {
@@ -273,7 +273,7 @@ func (q *qp) runTimers(now Time) {
 		// clock above never started (nothing is outstanding), so without
 		// this the QP would wait forever with its WRs posted.
 		q.stats.SendBlockedFail++
-		q.fail(StatusRetryExceeded)
+		q.fail(StatusRetryExceeded, FailSendBlocked)
 		return
 	}
 	// RoCE QPs push no per-packet timers: their heap stays empty.
@@ -309,7 +309,7 @@ func (q *qp) runTimers(now Time) {
 			q.markLost(ent.psn, pk)
 		}
 		if q.cfg.RetryLimit < 32 && int(pk.tries) >= q.cfg.RetryLimit && !q.anyUsableEV() {
-			q.fail(StatusRetryExceeded)
+			q.fail(StatusRetryExceeded, FailRetryLimit)
 			return
 		}
 	}
@@ -547,10 +547,10 @@ func (q *qp) handleNACK(p *wire.Packet) {
 	q.stats.NACKsRcvd[n.Reason]++
 	switch n.Reason {
 	case wire.NackUnexpEvent:
-		q.fail(StatusRemoteAccess)
+		q.fail(StatusRemoteAccess, FailRemote)
 		return
 	case wire.NackWImmLimit:
-		q.fail(StatusWImmLimit)
+		q.fail(StatusWImmLimit, FailRemote)
 		return
 	}
 	psn := n.NackPSN

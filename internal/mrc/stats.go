@@ -69,7 +69,8 @@ type QPCounters struct {
 type QPSnapshot struct {
 	QPN        wire.QPN
 	State      QPState
-	Status     Status // why it is in error
+	Status     Status    // how it failed (the status of the WR it failed on)
+	FailCause  FailCause // which rule put it in error
 	Transport  Transport
 	Peer       QPInfo
 	SRTT       Time
@@ -113,4 +114,36 @@ type EngineCounters struct {
 	FlapHolds    uint64
 	CQOverflow   uint64
 	TxCNP, RxCNP uint64 // RoCE transport: CNPs sent and received, all QPs (roce.go)
+}
+
+// FailCause says which rule put a QP in error: a Status tells the
+// application what failed, the cause tells the operator why (mrc-nicd logs
+// it with the QP's counters when the QP fails).
+type FailCause uint8
+
+const (
+	FailNone FailCause = iota
+	// FailRetryTimeout: data outstanding and nothing newly acknowledged for
+	// RetryTimeout.
+	FailRetryTimeout
+	// FailSendBlocked: work queued, nothing outstanding, and nothing could
+	// be sent (no usable EV, closed window, no port room) for RetryTimeout.
+	FailSendBlocked
+	// FailRetryLimit: a packet timed out RetryLimit times and no usable EV
+	// was left.
+	FailRetryLimit
+	// FailNoEV: data to send and no usable EV for NoEVTimeout.
+	FailNoEV
+	// FailRoCERetries: a RoCE QP's transport timer or NAKs exceeded
+	// RetryLimit without progress.
+	FailRoCERetries
+	// FailRemote: the peer answered with an error (access, invalid
+	// request, too many Write-with-Immediate in flight).
+	FailRemote
+)
+
+func (c FailCause) String() string {
+	return [...]string{"none", "nothing acknowledged for retry_timeout", "send blocked for retry_timeout",
+		"a packet timed out retry_limit times with no usable EV left", "no usable EV for no_ev_timeout",
+		"RoCE retry count exceeded", "the peer answered with an error", "?"}[min(int(c), 7)]
 }

@@ -448,6 +448,7 @@ func (d *Daemon) completions() int {
 				cqe.SrcQP = q.peer.RemoteQPN
 			case mrc.CompQPError:
 				cqe.Op = vproto.CQQPError
+				d.logQPError(c.QPN)
 			}
 			d.deliver[q.owner] = append(d.deliver[q.owner], cqe)
 		}
@@ -478,6 +479,29 @@ func (d *Daemon) flushDeliveries() {
 		}
 		d.deliver[owner] = c[:0]
 	}
+}
+
+// logQPError logs why a QP went to error, with the counters an operator
+// reads first: the engine's rule (FailCause), the RTT it had, its timeouts
+// and retransmissions, and its EVs by state. The application sees only the
+// status (RETRY_EXCEEDED says what failed, not which rule or on what
+// paths).
+func (d *Daemon) logQPError(qpn wire.QPN) {
+	var s mrc.QPSnapshot
+	if d.eng.Snapshot(qpn, &s) != nil {
+		return
+	}
+	var states [4]int // GOOD, SKIP, ASSUMED_BAD, DENIED
+	for _, e := range s.EVs {
+		if int(e.State) < len(states) {
+			states[e.State]++
+		}
+	}
+	c := &s.Counters
+	d.log.Warn("QP failed", "qpn", fmt.Sprintf("%#06x", uint32(qpn)), "status", s.Status.String(), "cause", s.FailCause.String(),
+		"transport", s.Transport.String(), "srtt", time.Duration(s.SRTT), "timeouts", c.Timeouts, "retries", c.Retries,
+		"tx_data", c.TxData, "tx_rtx", c.TxRtx, "probes", c.TxProbe, "no_ev_stalls", c.NoEVStalls,
+		"evs_good", states[mrc.EVGood], "evs_skip", states[mrc.EVSkip], "evs_assumed_bad", states[mrc.EVAssumedBad], "evs_denied", states[mrc.EVDenied])
 }
 
 func mapStatus(s mrc.Status) vproto.Status {
@@ -575,6 +599,9 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 				RxData: s.Counters.RxData, RxBytes: s.Counters.RxBytes, Timeouts: s.Counters.Timeouts,
 				Losses: s.Counters.Losses, EVs: len(s.EVs), Counters: map[string]uint64{}}
 			addQPCounters(r.Counters, &s.Counters)
+			if s.FailCause != mrc.FailNone {
+				r.FailCause = s.FailCause.String()
+			}
 			if s.RoCE != nil {
 				r.RateGbps, r.CNPsRx, r.CNPsTx = s.RoCE.Rate/1e9, s.RoCE.RxCNP, s.RoCE.TxCNP
 			}

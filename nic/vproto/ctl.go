@@ -113,10 +113,13 @@ type PortStatus struct {
 
 // QPRow is one row of `mrcctl qps`.
 type QPRow struct {
-	QPN       uint32 `json:"qpn"`
-	Owner     uint32 `json:"owner"`
-	State     string `json:"state"`
-	Status    string `json:"status"`
+	QPN    uint32 `json:"qpn"`
+	Owner  uint32 `json:"owner"`
+	State  string `json:"state"`
+	Status string `json:"status"`
+	// FailCause is the rule that put the QP in error (mrc.FailCause), empty
+	// while it is not.
+	FailCause string `json:"fail_cause,omitempty"`
 	Transport string `json:"transport"` // the engine's: mrc or roce
 	// RoCE only: DCQCN's current rate and the CNPs received (as sender)
 	// and sent (as receiver).
