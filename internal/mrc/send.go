@@ -247,8 +247,9 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	q.lastSend = now
 	if q.roce == nil { // RoCE: one transport timer per QP (roceTimerAt)
 		q.timers.push(timerEnt{at: now + q.rto(pk.tos), psn: psn, seq: q.txSeq})
+	} else {
+		q.roceSent(now, t.Len()) // the frame's length only for DCQCN's byte counter
 	}
-	q.roceSent(now, t.Len())
 	e.emitFrame(pl, emit)
 	return true
 }
