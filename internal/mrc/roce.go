@@ -236,14 +236,13 @@ func (q *qp) rocePace(t Time) Time {
 	return max(t, Time(q.roce.rp.NextSend()))
 }
 
-// roceSent tells DCQCN a frame of n bytes left at now, and arms the
+// roceSent (RoCE QPs only) tells DCQCN a frame of n bytes left at now, and arms the
 // transport timer if it is stopped.
 func (q *qp) roceSent(now Time, n int) {
-	if r := q.roce; r != nil {
-		r.rp.OnSend(int64(now), n)
-		if !r.armed {
-			r.armed, r.armedAt = true, now
-		}
+	r := q.roce
+	r.rp.OnSend(int64(now), n)
+	if !r.armed {
+		r.armed, r.armedAt = true, now
 	}
 }
 
