@@ -79,14 +79,19 @@ type Daemon struct {
 	svc     *service.Service
 	metrics *http.Server
 
-	start  time.Time
-	clk    loopClock  // the engine's clock (rx.go); loop only
-	drain  stallDrain // the backlog a stall left (rx.go); loop only
-	cmds   chan func()
-	pq     postQueue
-	evfd   int
-	sleep  atomic.Bool // the loop is (about to be) asleep: wake it
-	fdPoll bool        // every port has a pollable fd
+	start time.Time
+	clk   loopClock  // the engine's clock (rx.go); loop only
+	drain stallDrain // the backlog a stall left (rx.go); loop only
+	gaps  gapWatch   // turns that start late (loopgap.go); loop only
+	// gapSlept is the loop's sleep that the gap watch does not count: each
+	// sleep up to the timeout it asked for, so that a wake-up the scheduler
+	// delays beyond it is a gap; loop only.
+	gapSlept mrc.Time
+	cmds     chan func()
+	pq       postQueue
+	evfd     int
+	sleep    atomic.Bool // the loop is (about to be) asleep: wake it
+	fdPoll   bool        // every port has a pollable fd
 
 	carriers []*xsk.Carrier
 	portUp   []atomic.Bool
@@ -149,6 +154,8 @@ type counters struct {
 	ringOverflows  atomic.Uint64 `metric:"ring_cq_overflows" help:"Sessions whose completion ring filled (their completions went to the socket)."`
 	stalls         atomic.Uint64 `metric:"loop_stalls" help:"Times the run loop found a receive backlog after not running for more than 500 µs (descheduled, woke late)."`
 	stalledNs      atomic.Uint64 `metric:"loop_stalled_ns" help:"Time the stalls took off the engine's clock, ns: the timers do not count it."`
+	gaps           atomic.Uint64 `metric:"loop_gaps" help:"Run-loop turns that started 50 ms or more after the previous one, the loop's own sleep not counted: times no port was served (each is logged with its cause)."`
+	gapMaxNs       atomic.Uint64 `metric:"loop_gap_max_ns" help:"The longest time between two run-loop turns so far, the loop's own sleep not counted, ns."`
 	stallHeldTurns atomic.Uint64 `metric:"loop_stall_held_turns" help:"Loop turns whose transmit ran with the engine's timers held: the ACKs a stall left queued were still being read."`
 }
 
@@ -328,7 +335,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = <-loopErr
 	case err = <-loopErr:
 	}
-	d.log.Info("mrc-nicd stopping", "loop_stalls", d.c.stalls.Load(), "stalled_off_clock", time.Duration(d.c.stalledNs.Load()))
+	d.log.Info("mrc-nicd stopping", "loop_stalls", d.c.stalls.Load(), "stalled_off_clock", time.Duration(d.c.stalledNs.Load()),
+		"loop_gaps", d.c.gaps.Load(), "loop_gap_max", time.Duration(d.c.gapMaxNs.Load()).Round(time.Microsecond))
 	d.running.Store(false)
 	d.svc.Close("mrc-nicd is shutting down")
 	d.closeResources()
@@ -439,6 +447,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 	// timers of a few µs) to 50 µs. The thread stays locked to this
 	// goroutine until it exits, so the setting does not leak to others.
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	stats := openThreadStats() // after LockOSThread: the loop's thread
+	defer stats.close()
+	d.gaps.read, d.gaps.maxNs = stats.read, &d.c.gapMaxNs
 	d.running.Store(true)
 	for i, p := range d.cfg.Ports {
 		if !d.portUp[i].Load() {
@@ -454,6 +465,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 			return nil
 		}
 		d.c.loops.Add(1)
+		if g, late := d.gaps.turn(d.clk.wall(), d.gapSlept); late {
+			d.logGap(g)
+		}
 		if d.turnHook != nil {
 			d.turnHook()
 		}
@@ -616,7 +630,11 @@ func (d *Daemon) idle(ctx context.Context) {
 	d.c.sleeps.Add(1)
 	// The sleep is the loop's own: it is no stall (rx.go).
 	slept := time.Now()
-	defer func() { d.clk.asleep(time.Since(slept)) }()
+	defer func() {
+		s := time.Since(slept)
+		d.clk.asleep(s)
+		d.gapSlept += mrc.Time(min(s, wait))
+	}()
 	if !d.fdPoll {
 		// In-memory ports have no fd: wait on each in turn, briefly.
 		slice := min(wait, 200*time.Microsecond)

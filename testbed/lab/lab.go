@@ -98,6 +98,9 @@ type Outcome struct {
 	// Values are the flows' measured values (FlowValues) by FLOW.KEY, or
 	// by VARIANT.FLOW.KEY in a scenario with variants.
 	Values map[string]float64
+	// Logs are the warnings and errors the run's daemons logged (their logs
+	// are kept in the output folder's logs/).
+	Logs []LogNote
 	// Variants are the runs of a scenario with variants, one per variant,
 	// in file order; Results then holds their per-run verdicts (claims
 	// prefixed with the variant) and the cross-run ones.
@@ -298,9 +301,11 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	defer func() {
 		// Tear down with a fresh context: ctx may be cancelled (Ctrl-C).
 		if _, serr := os.Stat(run.StatePath(dir)); serr == nil {
-			if derr := run.Down(dir, o.Log); derr != nil {
+			logs := filepath.Join(o.OutDir, "logs")
+			if derr := run.DownWith(dir, run.DownOptions{Log: o.Log, KeepLogs: logs}); derr != nil {
 				err = errors.Join(err, fmt.Errorf("tear down %s: %w (run `mrc-testbed down --dir %s`)", dir, derr, dir))
 			}
+			out.Logs = ScanLogs(logs)
 		}
 	}()
 	if _, err := run.Up(ctx, pl, run.Options{BinDir: o.BinDir, Log: o.Log}); err != nil {

@@ -108,6 +108,18 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("namespace %s left after the run", ns)
 		}
 	}
+	// The daemons' logs are kept, whole: each host's ends with its
+	// daemon's last line, written as the teardown stopped it.
+	for _, h := range o.Plan.Hosts {
+		b, err := os.ReadFile(filepath.Join(out, "logs", h.Name+".log"))
+		if err != nil {
+			t.Errorf("%s's log not kept: %v", h.Name, err)
+			continue
+		}
+		if !strings.Contains(string(b), "mrc-nicd running") || !strings.Contains(string(b), "mrc-nicd stopping") {
+			t.Errorf("%s's kept log lacks the daemon's first or last line:\n%s", h.Name, b)
+		}
+	}
 	if len(o.Faults) != 2 || o.Samples < 100 {
 		t.Fatalf("%d faults applied, %d samples", len(o.Faults), o.Samples)
 	}

@@ -3,6 +3,7 @@ package run
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +57,37 @@ func TestFindBinOrder(t *testing.T) {
 				t.Fatalf("FindBin = %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestCopyLogs: each process's log is copied once (a restarted switch's
+// two records share one), a log never written is skipped, and the
+// folder is made.
+func TestCopyLogs(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "out", "logs")
+	for name, body := range map[string]string{"h0.log": "h0 said\n", "t1.log": "first life\nsecond life\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	procs := []Proc{
+		{Name: "h0", Log: filepath.Join(src, "h0.log")},
+		{Name: "t1", Log: filepath.Join(src, "t1.log")},
+		{Name: "t1", Log: filepath.Join(src, "t1.log")},
+		{Name: "h1", Log: filepath.Join(src, "h1.log")}, // never started
+	}
+	if err := copyLogs(procs, dst); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dst)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "h0.log t1.log" {
+		t.Fatalf("kept %q, want h0.log t1.log", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "t1.log")); string(b) != "first life\nsecond life\n" {
+		t.Errorf("t1.log kept as %q", b)
 	}
 }

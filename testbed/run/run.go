@@ -133,7 +133,7 @@ func Up(ctx context.Context, p *plan.Plan, o Options) (*State, error) {
 		}
 		o.Log.Info("tearing down the previous run first", "prefix", old.Prefix, "phase", old.Phase, "problems", health(old))
 		created = created || old.CreatedDir
-		if err := teardown(old, o.Log); err != nil {
+		if err := teardown(old, "", o.Log); err != nil {
 			return nil, fmt.Errorf("tear down previous run: %w", err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -388,6 +388,21 @@ func health(st *State) []string {
 // run's glob, the files it wrote and, if it made it, the directory. It is
 // safe to repeat and works after a crash at any point of Up.
 func Down(dir string, log *slog.Logger) error {
+	return DownWith(dir, DownOptions{Log: log})
+}
+
+// DownOptions are Down's.
+type DownOptions struct {
+	Log *slog.Logger
+	// KeepLogs, when set, is a folder the daemons' logs are copied into
+	// (made if missing) once they have stopped, before the run's folder
+	// is removed: what a run's daemons said outlives the run.
+	KeepLogs string
+}
+
+// DownWith is Down with options.
+func DownWith(dir string, o DownOptions) error {
+	log := o.Log
 	if log == nil {
 		log = slog.Default()
 	}
@@ -406,7 +421,7 @@ func Down(dir string, log *slog.Logger) error {
 		}
 		return err
 	}
-	err = teardown(st, log)
+	err = teardown(st, o.KeepLogs, log)
 	unlock()
 	if err == nil && st.CreatedDir {
 		err = os.RemoveAll(dir)
@@ -414,7 +429,7 @@ func Down(dir string, log *slog.Logger) error {
 	return err
 }
 
-func teardown(st *State, log *slog.Logger) error {
+func teardown(st *State, keepLogs string, log *slog.Logger) error {
 	var errs []error
 	for i := range st.Processes {
 		p := &st.Processes[i]
@@ -443,6 +458,11 @@ func teardown(st *State, log *slog.Logger) error {
 	}
 	for _, f := range st.Files {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if keepLogs != "" {
+		if err := copyLogs(st.Processes, keepLogs); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -522,6 +542,33 @@ func stopStrays(nss []string, log *slog.Logger) error {
 		log.Info("stopping a process left in the run's namespace", "pid", strays[i].PID, "ns", strays[i].NS)
 		if err := strays[i].stop(3 * time.Second); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// copyLogs copies each process's log into dir once (a restarted daemon
+// appends to its first log).
+func copyLogs(procs []Proc, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("keep the daemons' logs: %w", err)
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for _, p := range procs {
+		if p.Log == "" || seen[p.Log] {
+			continue
+		}
+		seen[p.Log] = true
+		b, err := os.ReadFile(p.Log)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, filepath.Base(p.Log)), b, 0o644)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("keep %s's log: %w", p.Name, err))
 		}
 	}
 	return errors.Join(errs...)

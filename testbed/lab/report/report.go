@@ -218,6 +218,20 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 		b.WriteString(strings.Join(fs, "; "))
 		b.WriteString(".\n\n")
 	}
+	if len(o.Logs) > 0 {
+		b.WriteString("Warnings and errors the daemons logged (their whole logs are in [logs/](" + filepath.Join(figDir, "logs") + ")):\n\n| log | lines | the first of them |\n|---|---|---|\n")
+		for _, n := range o.Logs {
+			var ls []string
+			for _, l := range n.Lines {
+				if len(l) > 400 {
+					l = l[:400] + " …"
+				}
+				ls = append(ls, "`"+strings.ReplaceAll(strings.ReplaceAll(l, "|", "/"), "`", "'")+"`")
+			}
+			fmt.Fprintf(&b, "| [%s](%s) | %d | %s |\n", n.File, filepath.Join(figDir, "logs", n.File), n.Warnings, strings.Join(ls, "<br>"))
+		}
+		b.WriteString("\n")
+	}
 	for _, f := range figs {
 		fmt.Fprintf(&b, "![%s](%s)\n\n", f, filepath.Join(figDir, f))
 	}

@@ -25,14 +25,16 @@ func TestWrite(t *testing.T) {
 		Results: []verdict.Result{
 			{Claim: "holds", Metric: "ratio", Series: "rx:h3", Measured: 0.75, Unit: "ratio", Bounds: "0.75 ± 0.03", Pass: true, Detail: "mean | x"},
 			{Claim: "broken", Metric: "recovery_ms", Series: "rx:h3", Measured: math.Inf(1), Unit: "ms", Bounds: "≤ 300", Detail: "never"},
-		}}
+		},
+		Logs: []lab.LogNote{{File: "h8.log", Warnings: 2, Lines: []string{"level=WARN msg=\"QP failed\" cause=a|b", "level=WARN msg=`x`"}}}}
 	dir := t.TempDir()
 	path, err := Write(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(path)
-	for _, w := range []string{"## x — FAIL", "| holds | ratio of `rx:h3` | 0.750 | 0.75 ± 0.03 | **PASS** | mean / x |", "| broken | recovery_ms of `rx:h3` | never | ≤ 300 | **FAIL** |", "![fig-rx-h3.png](fig-rx-h3.png)", "*Why these numbers:* because"} {
+	for _, w := range []string{"## x — FAIL", "| holds | ratio of `rx:h3` | 0.750 | 0.75 ± 0.03 | **PASS** | mean / x |", "| broken | recovery_ms of `rx:h3` | never | ≤ 300 | **FAIL** |", "![fig-rx-h3.png](fig-rx-h3.png)", "*Why these numbers:* because",
+		"| [h8.log](logs/h8.log) | 2 | `level=WARN msg=\"QP failed\" cause=a/b`<br>`level=WARN msg='x'` |"} {
 		if !strings.Contains(string(md), w) {
 			t.Errorf("report.md lacks %q:\n%s", w, md)
 		}
