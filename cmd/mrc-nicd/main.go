@@ -36,6 +36,7 @@ func main() {
 	kickThread := flag.Bool("kick-thread", false, "override the config's kick_thread: each port's transmit kicks on a thread of its own (-kick-thread=false turns it off)")
 	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
 	stallClock := flag.Bool("stall-clock", false, "override the config's stall_clock: time the loop was kept off the CPU with ACKs waiting does not count against the engine's timers (docs/nic.md)")
+	loopNice := flag.Int("loop-nice", 0, "override the config's loop_nice: the run loop thread's nice value, -20..19 (below 0 needs CAP_SYS_NICE)")
 	showSock := flag.Bool("show-socket", false, "print the config's device socket path and exit (scripts)")
 	flag.Parse()
 	if *cfgPath == "" {
@@ -74,6 +75,9 @@ func main() {
 		}
 		if f.Name == "kick-thread" {
 			cfg.KickThread = *kickThread
+		}
+		if f.Name == "loop-nice" {
+			cfg.LoopNice = *loopNice
 		}
 	})
 	var level slog.Level

@@ -123,8 +123,17 @@ type Config struct {
 	// is the transmit itself, so the engine's encode and the kernel's copy
 	// then run on two cores; it costs a thread per port and a wakeup when
 	// a sleeping kick thread gets new frames.
-	KickThread bool   `yaml:"kick_thread,omitempty"`
-	Ports      []Port `yaml:"ports"`
+	KickThread bool `yaml:"kick_thread,omitempty"`
+	// LoopNice is the nice value of the run loop's thread (-20..19; 0
+	// leaves it as started). A NIC's data path does not wait for the host's
+	// CPU; a soft NIC's does, and on a host whose applications keep every
+	// CPU busy a negative value lets the loop preempt them when a frame or
+	// a post wakes it (the kernel's own Soft-RoCE runs in softirq, above
+	// every process). Only the loop's thread: the sessions' goroutines and
+	// the telemetry encoder stay at the daemon's priority. Below 0 needs
+	// CAP_SYS_NICE; without it the daemon logs a warning and runs on.
+	LoopNice int    `yaml:"loop_nice,omitempty"`
+	Ports    []Port `yaml:"ports"`
 }
 
 // CC are the congestion-control options handed to the engine.
@@ -360,6 +369,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RoCE.AckTimeout < 0 || c.RoCE.DCQCNScale < 0 || c.RoCE.DCQCNScale > 1e6 {
 		bad("roce: ack_timeout %v, dcqcn_scale %v: want ack_timeout >= 0 and dcqcn_scale 0..1e6", c.RoCE.AckTimeout, c.RoCE.DCQCNScale)
+	}
+	if c.LoopNice < -20 || c.LoopNice > 19 {
+		bad("loop_nice %d: want -20 (most favoured) .. 19, or 0 to leave the thread as started", c.LoopNice)
 	}
 	if c.BusyPoll < 0 || c.BusyPoll > time.Second {
 		bad("busy_poll %v: want 0 (sleep at once) up to 1s, typically 20us-200us", c.BusyPoll)

@@ -106,6 +106,8 @@ func TestParseBad(t *testing.T) {
 		{"window", "initial_window: 65536", "initial_window: 9999999", "initial_window"},
 		{"attach", "evs: 16", "evs: 16\nattach: hw", `attach "hw"`},
 		{"busy poll", "evs: 16", "evs: 16\nbusy_poll: -5us", "busy_poll -5"},
+		{"loop nice too low", "evs: 16", "evs: 16\nloop_nice: -21", "loop_nice -21: want -20"},
+		{"loop nice too high", "evs: 16", "evs: 16\nloop_nice: 20", "loop_nice 20"},
 		{"negative delay", "delay: 5ms", "delay: -1ms", "delay -1ms"},
 		{"delay too long", "delay: 5ms", "delay: 1h", "delay 1h0m0s"},
 		{"delay frames", "delay: 5ms", "delay: 5ms\n    delay_frames: -3", "delay_frames -3"},

@@ -439,14 +439,25 @@ func (d *Daemon) exec(fn func()) error {
 
 // loop is the engine's goroutine, on a locked OS thread.
 func (d *Daemon) loop(ctx context.Context) error {
+	// Locked for good: when the loop returns, its goroutine ends and the
+	// runtime ends the thread with it, so the thread's timer slack and
+	// nice value (below) never pass to another goroutine.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer close(d.stopped)
 	defer d.closePosts()
 	// The default 50 µs timer slack would stretch every short ppoll (engine
 	// timers of a few µs) to 50 µs. The thread stays locked to this
 	// goroutine until it exits, so the setting does not leak to others.
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if n := d.cfg.LoopNice; n != 0 {
+		// PRIO_PROCESS with a thread ID sets that thread's nice only.
+		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), n); err != nil {
+			d.log.Warn("loop_nice not applied: the run loop keeps its priority", "loop_nice", n, "err", err,
+				"fix", "run mrc-nicd with CAP_SYS_NICE (as root), or set loop_nice to 0")
+		} else {
+			d.log.Info("run loop priority", "loop_nice", n)
+		}
+	}
 	stats := openThreadStats() // after LockOSThread: the loop's thread
 	defer stats.close()
 	d.gaps.read, d.gaps.maxNs = stats.read, &d.c.gapMaxNs

@@ -177,26 +177,8 @@ func TestLoopGapLogged(t *testing.T) {
 	if _, err := os.Stat("/proc/thread-self/schedstat"); err != nil {
 		t.Skipf("no /proc/thread-self/schedstat (kernel without CONFIG_SCHED_INFO): %v", err)
 	}
-	dir := t.TempDir()
-	cfg := &config.Config{Host: "h1", Mode: config.ModeECMP, EVs: 8, DeviceSocket: filepath.Join(dir, "h1.sock")}
-	cfg.Ports = []config.Port{{Name: "p0", Interface: "pipe0", MAC: wire.MAC{2, 0, 0, 0, 1, 0},
-		NeighborMAC: wire.MAC{2, 0, 0, 0, 2, 0}, Address: netip.MustParseAddr("fd00::1")}}
-	cfg.SetDefaults()
-	pa, _ := xsk.NewPipe("pa", "pb", 0)
 	var logs syncBuf
-	d, err := New(Options{Config: cfg, Ports: []xsk.Port{pa}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	d := runPipeDaemon(t, nil, &logs)
 
 	const hold = 120 * time.Millisecond
 	for i, tc := range []struct {
@@ -261,4 +243,33 @@ func logDuration(t *testing.T, line, key string) time.Duration {
 	}
 	t.Fatalf("no %s= in %q", key, line)
 	return 0
+}
+
+// runPipeDaemon runs a daemon with one in-memory port until the test ends,
+// its log into logs; set changes its config first.
+func runPipeDaemon(t *testing.T, set func(*config.Config), logs *syncBuf) *Daemon {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := &config.Config{Host: "h1", Mode: config.ModeECMP, EVs: 8, DeviceSocket: filepath.Join(dir, "h1.sock")}
+	cfg.Ports = []config.Port{{Name: "p0", Interface: "pipe0", MAC: wire.MAC{2, 0, 0, 0, 1, 0},
+		NeighborMAC: wire.MAC{2, 0, 0, 0, 2, 0}, Address: netip.MustParseAddr("fd00::1")}}
+	if set != nil {
+		set(cfg)
+	}
+	cfg.SetDefaults()
+	pa, _ := xsk.NewPipe("pa", "pb", 0)
+	d, err := New(Options{Config: cfg, Ports: []xsk.Port{pa}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return d
 }
