@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -87,6 +88,9 @@ type Daemon struct {
 	// sleep up to the timeout it asked for, so that a wake-up the scheduler
 	// delays beyond it is a gap; loop only.
 	gapSlept mrc.Time
+	// heldPoll: the loop's short sleeps keep its P (heldPollMax); set
+	// when the program has another P for everything else.
+	heldPoll bool
 	cmds     chan func()
 	pq       postQueue
 	evfd     int
@@ -191,6 +195,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, rings: map[uint32]*ringSession{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
 	d.clk.start = d.start
+	d.heldPoll = runtime.GOMAXPROCS(0) >= 2
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
 	defer func() {
@@ -606,6 +611,29 @@ func (d *Daemon) txCommitFn(port wire.Plane, n int) {
 	d.cap.frame(i, d.txq[i].push(n))
 }
 
+// heldPollMax bounds the loop's sleeps that keep its P. An ordinary
+// blocking ppoll is a system call the Go runtime hands the P away from: its
+// monitor thread (sysmon) retakes the P of a call that lasts, starts
+// another thread to look for work, polls every 20 µs for a while after each
+// retake, and the loop must take a P back when ppoll returns. A daemon
+// sampled every 10 ms (mrc-lab's telemetry) woke that way 1 400 times a
+// second idle, 2.9 % of a core for 100 samples (perf, 2026-12-05: sysmon's
+// usleep, startm, handoffp); 16 of them took half a core of a 2-vCPU lab.
+// A raw ppoll keeps the P: nothing is retaken, nothing is started. The
+// bound keeps what holding costs small: no other goroutine runs on that P
+// meanwhile (the daemon holds it only with a second P: New), and a garbage
+// collection's stop-the-world interrupts the sleep with its preemption
+// signal (ppoll is never restarted after a signal handler), so it waits
+// for no sleep. Longer sleeps (an idle daemon's 100 ms) stay ordinary.
+const heldPollMax = 20 * time.Millisecond
+
+// ppollHeld is ppoll(2) as a raw system call: the calling goroutine keeps
+// its P for the sleep (heldPollMax). A signal ends the sleep (EINTR).
+func ppollHeld(fds []unix.PollFd, ts *unix.Timespec) {
+	_, _, _ = unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
+		uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+}
+
 // idle sleeps until a port is readable, a request arrives, or the engine's
 // next deadline (or a retry of a port whose ring was full).
 func (d *Daemon) idle(ctx context.Context) {
@@ -667,7 +695,11 @@ func (d *Daemon) idle(ctx context.Context) {
 	// oversleep engine timers or, rounded down to 0, spin and take the CPU
 	// from the applications and the peer (2 cores on a testbed VM).
 	ts := unix.NsecToTimespec(int64(wait))
-	_, _ = unix.Ppoll(fds, &ts, nil)
+	if wait <= heldPollMax && d.heldPoll {
+		ppollHeld(fds, &ts)
+	} else {
+		_, _ = unix.Ppoll(fds, &ts, nil)
+	}
 	ev := len(d.ports)
 	if fds[ev].Revents != 0 {
 		var b [8]byte
