@@ -29,9 +29,12 @@ func Wait(word *uint32, val uint32, timeout time.Duration) {
 }
 
 // MaxHeldWait bounds WaitHeld's sleep: while it sleeps, no other goroutine
-// runs on its P, the garbage collector's stop-the-world waits for it (a
-// signal need not end the sleep: the runtime's handlers are SA_RESTART),
-// and with GOMAXPROCS=1 the rest of the program stands still.
+// runs on its P, the garbage collector's stop-the-world may wait for it
+// (on kernel 6.18 the runtime's preemption signal ended a held timed
+// FUTEX_WAIT with EINTR although its handlers are SA_RESTART, tried beside
+// nic/daemon TestHeldPollDoesNotHoldGC; a kernel that restarted the wait
+// would hold the stop-the-world for the rest of it), and with
+// GOMAXPROCS=1 the rest of the program stands still.
 const MaxHeldWait = time.Millisecond
 
 // WaitHeld is Wait without handing the goroutine's P back to the Go
