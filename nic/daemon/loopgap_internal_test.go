@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
@@ -9,12 +8,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softmrc/softmrc/internal/lockedbuf"
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
@@ -153,22 +152,7 @@ func spinCPU(d time.Duration) {
 }
 
 // syncBuf is a log sink the test reads while the daemon writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = lockedbuf.Buffer
 
 // TestLoopGapLogged holds a running daemon's loop for one turn, first
 // asleep, then on the CPU, and checks that each hold is counted, logged

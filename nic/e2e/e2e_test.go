@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softmrc/softmrc/internal/lockedbuf"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/switchd/ctl"
 	"github.com/softmrc/softmrc/testbed/run"
@@ -83,24 +83,9 @@ func ip(t testing.TB, args ...string) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer that a child process's output copier and
-// the test may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a buffer that a child process's output copier and the
+// test may use at once.
+type lockedBuffer = lockedbuf.Buffer
 
 // host is one NIC namespace.
 type host struct {

@@ -9,32 +9,17 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/lockedbuf"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
-// syncBuf is a bytes.Buffer safe for the progress goroutine.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf is a buffer safe for the progress goroutine.
+type syncBuf = lockedbuf.Buffer
 
 // runPair runs server and client of kind with the same arguments over two
 // in-process daemons and returns the client's stdout.
