@@ -123,6 +123,9 @@ func Markdown(o *lab.Outcome, figs []string, figDir string) string {
 	if o.RTT > 0 {
 		fmt.Fprintf(&b, "Median smoothed RTT of the senders' QPs: %v.\n\n", o.RTT.Round(time.Microsecond))
 	}
+	if g := lab.GapSummary(o.Logs); g != "" {
+		fmt.Fprintf(&b, "The daemons logged %s: times no port of theirs was served (docs/operations.md, \"When the run loop stalls\").\n\n", g)
+	}
 	if o.Err != nil {
 		fmt.Fprintf(&b, "**The run failed:** %v\n\n", o.Err)
 	}

@@ -26,7 +26,11 @@ func TestWrite(t *testing.T) {
 			{Claim: "holds", Metric: "ratio", Series: "rx:h3", Measured: 0.75, Unit: "ratio", Bounds: "0.75 ± 0.03", Pass: true, Detail: "mean | x"},
 			{Claim: "broken", Metric: "recovery_ms", Series: "rx:h3", Measured: math.Inf(1), Unit: "ms", Bounds: "≤ 300", Detail: "never"},
 		},
-		Logs: []lab.LogNote{{File: "h8.log", Warnings: 2, Lines: []string{"level=WARN msg=\"QP failed\" cause=a|b", "level=WARN msg=`x`"}}}}
+		Logs: []lab.LogNote{
+			{File: "h8.log", Warnings: 2, Lines: []string{"level=WARN msg=\"QP failed\" cause=a|b", "level=WARN msg=`x`"}},
+			{File: "h3.log", Warnings: 2, Gaps: 2, MaxGap: 937 * time.Millisecond, MaxGapCause: "descheduled: waiting for a CPU"},
+			{File: "h4.log", Warnings: 1, Gaps: 1, MaxGap: 60 * time.Millisecond, MaxGapCause: "busy"},
+		}}
 	dir := t.TempDir()
 	path, err := Write(dir, o)
 	if err != nil {
@@ -34,7 +38,8 @@ func TestWrite(t *testing.T) {
 	}
 	md, _ := os.ReadFile(path)
 	for _, w := range []string{"## x — FAIL", "| holds | ratio of `rx:h3` | 0.750 | 0.75 ± 0.03 | **PASS** | mean / x |", "| broken | recovery_ms of `rx:h3` | never | ≤ 300 | **FAIL** |", "![fig-rx-h3.png](fig-rx-h3.png)", "*Why these numbers:* because",
-		"| [h8.log](logs/h8.log) | 2 | `level=WARN msg=\"QP failed\" cause=a/b`<br>`level=WARN msg='x'` |"} {
+		"| [h8.log](logs/h8.log) | 2 | `level=WARN msg=\"QP failed\" cause=a/b`<br>`level=WARN msg='x'` |",
+		"The daemons logged 3 run-loop gaps of 50 ms or more in 2 daemons' logs, the longest 937ms on h3 (descheduled: waiting for a CPU)"} {
 		if !strings.Contains(string(md), w) {
 			t.Errorf("report.md lacks %q:\n%s", w, md)
 		}
