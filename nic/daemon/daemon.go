@@ -617,7 +617,7 @@ func (d *Daemon) txCommitFn(port wire.Plane, n int) {
 // another thread to look for work, polls every 20 µs for a while after each
 // retake, and the loop must take a P back when ppoll returns. A daemon
 // sampled every 10 ms (mrc-lab's telemetry) woke that way 1 400 times a
-// second idle, 2.9 % of a core for 100 samples (perf, 2026-12-05: sysmon's
+// second idle, 2.5-2.9 % of a core for 100 samples (perf, 2026-12-05: sysmon's
 // usleep, startm, handoffp); 16 of them took half a core of a 2-vCPU lab.
 // A raw ppoll keeps the P: nothing is retaken, nothing is started. The
 // bound keeps what holding costs small: no other goroutine runs on that P
