@@ -73,15 +73,7 @@ func (t *Table) Add(pd uint32, fd int, addr, length uint64, access mrc.Access) (
 	}
 	page := uint64(unix.Getpagesize())
 	mapLen := (length + page - 1) &^ (page - 1)
-	// MAP_POPULATE faults every page in now, as ibv_reg_mr pins them: the
-	// first write of a received packet to a page then costs no page fault
-	// in the run loop, which was the receiver's first pass over a fresh
-	// buffer (mrc-write-bw -s 65536 -n 200 through clos-2p, a second run
-	// on the same daemons: 202-209 MiB/s unpopulated, 303-317 populated;
-	// make demo's 64 KiB row 156/177 against 284/298, alternating,
-	// 2026-12-05; no change in 2 s runs, docs/performance.md). RegMR runs
-	// on the session's goroutine, not the loop.
-	m, err := unix.Mmap(fd, 0, int(mapLen), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	m, err := unix.Mmap(fd, 0, int(mapLen), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map the passed memfd (%d bytes): %w", mapLen, err)
 	}
