@@ -462,8 +462,10 @@ func teardown(st *State, keepLogs string, log *slog.Logger) error {
 		}
 	}
 	if keepLogs != "" {
+		// Keeping the logs is a courtesy: a failure to copy them must not
+		// leave the run half torn down (its state file kept).
 		if err := copyLogs(st.Processes, keepLogs); err != nil {
-			errs = append(errs, err)
+			log.Warn("the daemons' logs were not kept", "dir", keepLogs, "err", err)
 		}
 	}
 	for _, p := range st.Processes {
