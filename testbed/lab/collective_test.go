@@ -50,6 +50,11 @@ func TestParseCollective(t *testing.T) {
 	if got := v["busbw"]; got < 79.99 || got > 80.01 {
 		t.Errorf("busbw %v Mbit/s, want 80", got)
 	}
+	// job_busbw: the bus bytes of both halves over their total time,
+	// (0.0105 × 300000 + 0.0095 × 310000) / 610000 GB/s.
+	if got, want := v["job_busbw"], (0.0105*300000+0.0095*310000)/610000*8000; got < want-0.01 || got > want+0.01 {
+		t.Errorf("job_busbw %v Mbit/s, want %.2f", got, want)
+	}
 	if got := v["algbw"]; got < 54.79 || got > 54.81 {
 		t.Errorf("algbw %v Mbit/s, want 54.8", got)
 	}

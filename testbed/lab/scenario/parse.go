@@ -770,7 +770,7 @@ func (p *parser) validate(s *Scenario, root *yaml.Node) error {
 		}
 		for _, n := range names {
 			if _, _, _, err := s.ResolveValue(e.Variant, n); err != nil {
-				return bad(e.Line, field, "[VARIANT.]FLOW.KEY with KEY "+strings.Join(Keys, ", ")+" (rate for mrc-write-bw; busbw, algbw, wrong for collectives)", "%v", err)
+				return bad(e.Line, field, "[VARIANT.]FLOW.KEY with KEY "+strings.Join(Keys, ", ")+" (rate for mrc-write-bw; busbw, job_busbw, algbw, wrong for collectives)", "%v", err)
 			}
 		}
 	}
@@ -815,7 +815,7 @@ func (s *Scenario) ResolveValue(variant, name string) (full, flow, key string, e
 	}
 	want := []string{"rate"}
 	if run.Traffic[i].IsCollective() {
-		want = []string{"busbw", "algbw", "wrong"}
+		want = []string{"busbw", "job_busbw", "algbw", "wrong"}
 	}
 	if !slices.Contains(want, key) {
 		return "", "", "", fmt.Errorf("value %q: flow %s (%s) has %s, not %q", name, flow, run.Traffic[i].Tool, strings.Join(want, ", "), key)

@@ -253,8 +253,10 @@ var Metrics = []string{MetricRatio, MetricRecovery, MetricDip, MetricToolErrors,
 // rate is mrc-write-bw's average goodput in Mbit/s (0 when the flow
 // failed); busbw and algbw are a collective's average over its rows, in
 // Mbit/s (nccl-tests' GB/s × 8000; not measured when the run failed);
-// wrong is its #wrong summed over the rows (-c 1).
-var Keys = []string{"rate", "busbw", "algbw", "wrong"}
+// job_busbw is the bus bandwidth of all its timed operations together
+// (each row half's bus bytes over their total time); wrong is its #wrong
+// summed over the rows (-c 1).
+var Keys = []string{"rate", "busbw", "job_busbw", "algbw", "wrong"}
 
 // CrossRun says whether the expectation reads measured values (value,
 // jain) rather than one run's series: with variants it is evaluated once

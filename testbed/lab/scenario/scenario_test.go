@@ -423,7 +423,7 @@ func TestParseVariants(t *testing.T) {
 		{"value of unknown variant", rep("of: roce16.ar.busbw", "of: roce1.ar.busbw"), `dir/v.yaml:17: expect[0]: value "roce1.ar.busbw": no variant "roce1" (mrc, roce16)`},
 		{"value of a flow the variant drops", rep("of: roce16.ar.busbw", "of: roce16.a2a.busbw"), `dir/v.yaml:17: expect[0]: value "roce16.a2a.busbw": the run has no flow "a2a"`},
 		{"value without variant", rep("value: mrc.ar.busbw", "value: ar.busbw"), `value "ar.busbw": want VARIANT.FLOW.KEY`},
-		{"collective key", rep("of: roce16.ar.busbw", "of: roce16.ar.rate"), `flow ar (mrc-allreduce-perf) has busbw, algbw, wrong, not "rate"`},
+		{"collective key", rep("of: roce16.ar.busbw", "of: roce16.ar.rate"), `flow ar (mrc-allreduce-perf) has busbw, job_busbw, algbw, wrong, not "rate"`},
 		{"per-run claim without variant", rep(", variant: roce16, max: 0}", ", max: 0}"), `dir/v.yaml:19: expect[2].variant: metric tool_errors checks one run: say which variant ("" is none)`},
 		{"per-run claim unknown variant", rep("variant: roce16, max: 0}", "variant: roce2, max: 0}"), `expect[2].variant: metric tool_errors checks one run: say which variant ("roce2" is none)`},
 		{"imbalance of a host", rep("{claim: runs, metric: tool_errors", "{claim: even, metric: imbalance, series: \"rx:h0\""), `expect[2].series: metric imbalance compares a switch's uplinks, not series "rx:h0"`},

@@ -29,7 +29,7 @@ func CheckValues(s *scenario.Scenario, v Values) []Result {
 }
 
 // units of the keys, for the report.
-var keyUnit = map[string]string{"rate": "Mbit/s", "busbw": "Mbit/s", "algbw": "Mbit/s", "wrong": "elements"}
+var keyUnit = map[string]string{"rate": "Mbit/s", "busbw": "Mbit/s", "job_busbw": "Mbit/s", "algbw": "Mbit/s", "wrong": "elements"}
 
 // CheckValue evaluates one value or jain expectation.
 func CheckValue(s *scenario.Scenario, e scenario.Expect, v Values) Result {
