@@ -868,6 +868,9 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 		if !TargetExists(pl, f.Target) {
 			return bad(f.Line, fmt.Sprintf("faults[%d].target", i), targetHelp(pl), "unknown target %q", f.Target)
 		}
+		if why, allowed := opMisfit(pl, f.Target, f.Op); why != "" {
+			return bad(f.Line, fmt.Sprintf("faults[%d].op", i), allowed, "%s", why)
+		}
 		if f.At >= end && !f.BeforeTraffic {
 			if end == 0 {
 				return bad(f.Line, fmt.Sprintf("faults[%d].at", i), "before_traffic: true, or a scenario duration", "collectives alone have no planned end, so a timed fault may never apply")
@@ -879,6 +882,20 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 		for i, tg := range r.Targets {
 			if !slices.Contains(TargetClasses, tg) && !TargetExists(pl, tg) {
 				return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), strings.Join(TargetClasses, ", ")+" or "+targetHelp(pl), "unknown target %q", tg)
+			}
+			for _, op := range r.Ops {
+				t := tg
+				if tg == "nic-ports" && len(pl.Hosts) > 0 && len(pl.Hosts[0].Ports) > 0 {
+					t = pl.Hosts[0].Name + ":" + pl.Hosts[0].Ports[0].Ifname
+				} else if slices.Contains(TargetClasses, tg) {
+					continue // links and T1 switches take every random op
+				}
+				if op.Kind == "hang" && pl.Switch(t) == nil {
+					op = run.Op{Kind: "blackhole"} // what Timeline draws instead
+				}
+				if why, allowed := opMisfit(pl, t, op); why != "" {
+					return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), allowed, "target %s with op %s: %s", tg, op, why)
+				}
 			}
 		}
 		if r.Until > end {
@@ -1029,6 +1046,28 @@ func TargetExists(pl *plan.Plan, target string) bool {
 		}
 	}
 	return false
+}
+
+// opMisfit says why op cannot apply to target (as testbed/run's fault
+// would refuse it at run time), and what is allowed; "" when it applies.
+func opMisfit(pl *plan.Plan, target string, op run.Op) (why, allowed string) {
+	sw := pl.Switch(target) != nil
+	switch {
+	case op.Kind == "restart" && (!sw || pl.Dataplane != topo.DataplaneXDP):
+		return "restart applies to a switch run by mrc-switchd (xdp dataplane), not to " + target, "a switch, e.g. " + pl.Switches[0].Name
+	case op.Kind == "hang" && !sw:
+		return "hang applies to a switch, not to the link or port " + target, "a switch, e.g. " + pl.Switches[0].Name
+	case op.Kind == "hang" && pl.Dataplane != topo.DataplaneXDP:
+		return "hang needs the xdp dataplane (mrc-switchd)", "dataplane: xdp"
+	}
+	if node, _, ok := strings.Cut(target, ":"); ok && pl.Host(node) != nil {
+		switch op.Kind {
+		case "down", "up", "clear":
+		default:
+			return fmt.Sprintf("a NIC port takes down|up|clear only, not %s", op), "down | up | clear; or put it on the port's link to apply it at the T0 end"
+		}
+	}
+	return "", ""
 }
 
 func targetHelp(pl *plan.Plan) string {

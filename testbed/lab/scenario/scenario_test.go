@@ -558,3 +558,30 @@ func TestOnlyVariants(t *testing.T) {
 		t.Error("a scenario without variants: no error")
 	}
 }
+
+// TestFaultOpFitsTarget: an op that testbed/run refuses for its target
+// (hang or restart on a link or port, loss or blackhole on a NIC port) is
+// a check error, not a run that fails when the fault comes up.
+func TestFaultOpFitsTarget(t *testing.T) {
+	for _, tc := range []struct{ old, new, want string }{
+		{"target: h0:p1, op: down", "target: h0:p1, op: hang", "x.yaml:10: faults[0].op: hang applies to a switch"},
+		{"target: h0:p1, op: down", "target: h0--p0-t0-0, op: restart", "x.yaml:10: faults[0].op: restart applies to a switch"},
+		{"target: h0:p1, op: down", "target: h0:p1, op: loss=5%", "x.yaml:10: faults[0].op: a NIC port takes down|up|clear only"},
+		{"targets: [fabric-links, p0-t1-1]", "targets: [nic-ports]", "x.yaml:13: random_faults.targets[0]: target nic-ports with op blackhole: a NIC port takes down|up|clear only"},
+	} {
+		_, err := Parse("x.yaml", []byte(strings.Replace(good, tc.old, tc.new, 1)))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q...", tc.new, err, tc.want)
+		}
+	}
+	for _, ok := range []struct{ old, new string }{
+		{"target: h0:p1, op: down", "target: p0-t1-1, op: hang"},
+		{"target: h0:p1, op: down", "target: p0-t1-1, op: restart"},
+		{"target: h0:p1, op: down", "target: h0--p0-t0-0, op: loss=5%"},
+		{"targets: [fabric-links, p0-t1-1]", "targets: [host-links, t1-switches]"},
+	} {
+		if _, err := Parse("x.yaml", []byte(strings.Replace(good, ok.old, ok.new, 1))); err != nil {
+			t.Errorf("%s: %v", ok.new, err)
+		}
+	}
+}
