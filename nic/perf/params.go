@@ -255,6 +255,10 @@ func (p *Params) check() error {
 	if p.Kind == Lat && p.Bidir {
 		errs = append(errs, "-b: the latency test is a ping-pong already")
 	}
+	if p.Kind == Lat && p.QPs > 1 {
+		// The ping-pong runs on one QP: more would be connected and idle.
+		errs = append(errs, fmt.Sprintf("-q %d: the latency test runs on one QP", p.QPs))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrUsage, strings.Join(errs, "; "))
 	}

@@ -181,6 +181,10 @@ func TestParse(t *testing.T) {
 	if _, err := Parse(Lat, []string{"-b"}, &bytes.Buffer{}); err == nil {
 		t.Error("lat -b parsed")
 	}
+	// The ping-pong uses QP 0 only; -q 3 used to print "Number of qps : 3".
+	if _, err := Parse(Lat, []string{"-q", "3"}, &bytes.Buffer{}); err == nil {
+		t.Error("lat -q 3 parsed")
+	}
 	if r, err := Parse(BW, []string{"--run_infinitely"}, &bytes.Buffer{}); err != nil || r.Duration != 5 {
 		t.Errorf("run_infinitely default duration: %+v %v", r, err)
 	}
