@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -58,16 +59,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := dispatch(ctx, os.Args[1], os.Args[2:], log)
+	os.Exit(exitCode(os.Args[1], err, os.Stderr))
+}
+
+// exitCode reports err on w and returns the exit status: a command's own
+// (exec), silently when the error is just its exit; a group's failure
+// ("h1: exit status 3") is printed, since it names the members that failed.
+func exitCode(cmd string, err error, w io.Writer) int {
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		os.Exit(ee.ExitCode())
+		if err != error(ee) {
+			fmt.Fprintf(w, "mrc-testbed %s: %v\n", cmd, err)
+		}
+		return ee.ExitCode()
 	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
+		return 0
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "mrc-testbed %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		fmt.Fprintf(w, "mrc-testbed %s: %v\n", cmd, err)
+		return 1
 	}
+	return 0
 }
 
 type flags struct {

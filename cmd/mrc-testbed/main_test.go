@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,5 +107,23 @@ func TestCLI(t *testing.T) {
 	}
 	if left, _ := netns.List(prefix + "-"); len(left) > 0 {
 		t.Errorf("namespaces left: %v", left)
+	}
+}
+
+// TestExitCodeNamesGroupFailures: a group's failure ("h1: exit status 3")
+// is printed, as docs/testbed.md says; a single command's exit is silent.
+// Before, both exited with the status and printed nothing.
+func TestExitCodeNamesGroupFailures(t *testing.T) {
+	err := exec.Command("sh", "-c", "exit 3").Run()
+	var buf bytes.Buffer
+	if c := exitCode("exec", err, &buf); c != 3 || buf.Len() != 0 {
+		t.Errorf("single: code %d, printed %q", c, buf.String())
+	}
+	if c := exitCode("exec", fmt.Errorf("h1: %w", err), &buf); c != 3 || !strings.Contains(buf.String(), "mrc-testbed exec: h1: exit status 3") {
+		t.Errorf("group: code %d, printed %q", c, buf.String())
+	}
+	buf.Reset()
+	if c := exitCode("down", errors.New("no run"), &buf); c != 1 || !strings.Contains(buf.String(), "no run") {
+		t.Errorf("other: code %d, printed %q", c, buf.String())
 	}
 }
