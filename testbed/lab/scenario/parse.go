@@ -1059,6 +1059,8 @@ func opMisfit(pl *plan.Plan, target string, op run.Op) (why, allowed string) {
 		return "hang applies to a switch, not to the link or port " + target, "a switch, e.g. " + pl.Switches[0].Name
 	case op.Kind == "hang" && pl.Dataplane != topo.DataplaneXDP:
 		return "hang needs the xdp dataplane (mrc-switchd)", "dataplane: xdp"
+	case pl.Dataplane != topo.DataplaneXDP && op.Kind != "down" && op.Kind != "up" && op.Kind != "clear":
+		return fmt.Sprintf("%s needs the xdp dataplane", op), "down | up | clear on the kernel dataplane"
 	}
 	if node, _, ok := strings.Cut(target, ":"); ok && pl.Host(node) != nil {
 		switch op.Kind {

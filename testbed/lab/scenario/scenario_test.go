@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/testbed/plan"
+	"github.com/softmrc/softmrc/testbed/run"
+	"github.com/softmrc/softmrc/testbed/topo"
 )
 
 const good = `name: t1
@@ -583,5 +585,24 @@ func TestFaultOpFitsTarget(t *testing.T) {
 		if _, err := Parse("x.yaml", []byte(strings.Replace(good, ok.old, ok.new, 1))); err != nil {
 			t.Errorf("%s: %v", ok.new, err)
 		}
+	}
+}
+
+// TestFaultOpKernelDataplane: kernel switches take down|up|clear only.
+func TestFaultOpKernelDataplane(t *testing.T) {
+	tp, err := topo.Preset("clos-2p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.Dataplane = topo.DataplaneKernel
+	pl, err := plan.Build(tp, plan.Options{RunDir: "/run/softmrc/check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why, _ := opMisfit(pl, "p0-t0-0--p0-t1-1", run.Op{Kind: "blackhole"}); !strings.Contains(why, "needs the xdp dataplane") {
+		t.Errorf("kernel blackhole: %q", why)
+	}
+	if why, _ := opMisfit(pl, "p0-t0-0--p0-t1-1", run.Op{Kind: "down"}); why != "" {
+		t.Errorf("kernel down: %q", why)
 	}
 }
