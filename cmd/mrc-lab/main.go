@@ -84,6 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case "check":
+		if len(args) == 1 {
+			fmt.Fprint(stderr, "mrc-lab check: name at least one scenario (FILE or NAME)\n")
+			return 2
+		}
 		bad := 0
 		for _, a := range args[1:] {
 			if _, err := load(a); err != nil {
@@ -93,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "%s: ok\n", a)
 			}
 		}
-		if bad > 0 || len(args) == 1 {
+		if bad > 0 {
 			return 1
 		}
 		return 0
