@@ -6,7 +6,7 @@
 // PASS/FAIL per claim computed from the samples (docs/lab.md).
 //
 //	mrc-lab list
-//	mrc-lab check FILE|NAME...
+//	mrc-lab check FILE|NAME...|all
 //	mrc-lab run [--out DIR] [--bin DIR] FILE|NAME|all...
 package main
 
@@ -32,7 +32,7 @@ import (
 
 const usage = `usage:
   mrc-lab list                                  the shipped scenarios (testbed/scenarios/)
-  mrc-lab check FILE|NAME...                    parse and validate scenario files
+  mrc-lab check FILE|NAME...|all                parse and validate scenario files
   mrc-lab run [options] FILE|NAME|all...        run scenarios on a fresh testbed each
 
 run options:
@@ -85,11 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "check":
 		if len(args) == 1 {
-			fmt.Fprint(stderr, "mrc-lab check: name at least one scenario (FILE or NAME)\n")
+			fmt.Fprint(stderr, "mrc-lab check: name at least one scenario (FILE, NAME or all)\n")
 			return 2
 		}
+		names := args[1:]
+		if len(names) == 1 && names[0] == "all" { // as run takes it
+			names = scenarios.Names()
+		}
 		bad := 0
-		for _, a := range args[1:] {
+		for _, a := range names {
 			if _, err := load(a); err != nil {
 				fmt.Fprintln(stderr, err)
 				bad++
