@@ -340,14 +340,37 @@ func Exec(ctx context.Context, dir, node string, argv []string, stdin *os.File, 
 	if len(argv) == 0 {
 		return errors.New("exec: no command given (mrc-testbed exec HOST -- CMD ...)")
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 5 * time.Second
+	cmd := stoppable(ctx, argv)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	if err := netns.Do(ns, cmd.Start); err != nil {
 		return err
 	}
-	return cmd.Wait()
+	return waitStoppable(ctx, cmd)
+}
+
+// stoppable is argv as a command that gets SIGTERM when ctx ends, and
+// SIGKILL 5 s later.
+func stoppable(ctx context.Context, argv []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// waitStoppable waits for a stoppable command and returns its own exit
+// status: once ctx has ended, exec's Wait reports the context's error even
+// when the command caught the signal and exited 0 (mrc-write-bw prints
+// what it completed and exits 0 on SIGINT), and `mrc-testbed exec` then
+// said "context canceled" and exited 1.
+func waitStoppable(ctx context.Context, cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	if ctx.Err() == nil || cmd.ProcessState == nil || !errors.Is(err, ctx.Err()) {
+		return err
+	}
+	if cmd.ProcessState.Success() {
+		return nil
+	}
+	return &exec.ExitError{ProcessState: cmd.ProcessState}
 }
 
 // linkOf names the link a NIC port target belongs to (for error messages).

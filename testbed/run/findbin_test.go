@@ -1,7 +1,12 @@
 package run
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,5 +94,61 @@ func TestCopyLogs(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "t1.log")); string(b) != "first life\nsecond life\n" {
 		t.Errorf("t1.log kept as %q", b)
+	}
+}
+
+// TestDownWithoutRun: down on a folder that holds no run (a second down,
+// or a run that never came up) removes nothing and succeeds, as
+// docs/testbed.md's "safe to repeat" promises; it used to fail with "no
+// run in DIR", so `mrc-testbed down` twice exited 1.
+func TestDownWithoutRun(t *testing.T) {
+	var log strings.Builder
+	dir := filepath.Join(t.TempDir(), "gone")
+	if err := DownWith(dir, DownOptions{Log: slog.New(slog.NewTextHandler(&log, nil))}); err != nil {
+		t.Fatalf("down on a missing run folder: %v, want nothing to do", err)
+	}
+	if !strings.Contains(log.String(), "nothing to remove") {
+		t.Errorf("log %q does not say there was nothing to remove", log.String())
+	}
+}
+
+// TestWaitStoppableKeepsExitStatus: a command stopped because its context
+// ended reports its own exit status. exec's Wait reported the context's
+// error even for a command that caught SIGTERM and exited 0, so
+// `mrc-testbed exec h0 -- mrc-write-bw …` interrupted with Ctrl-C said
+// "context canceled" and exited 1 after the tool had printed its results.
+func TestWaitStoppableKeepsExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		name, script string
+		wantCode     int // -1: no error
+	}{
+		{"caught, exit 0", `trap 'exit 0' TERM; echo up; while :; do sleep 0.01; done`, -1},
+		{"caught, exit 3", `trap 'exit 3' TERM; echo up; while :; do sleep 0.01; done`, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cmd := stoppable(ctx, []string{"sh", "-c", c.script})
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// The trap is set once "up" is printed; then end the context.
+			if _, err := io.ReadFull(out, make([]byte, 3)); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			err = waitStoppable(ctx, cmd)
+			var ee *exec.ExitError
+			switch {
+			case c.wantCode < 0 && err != nil:
+				t.Errorf("err %v, want none: the command exited 0", err)
+			case c.wantCode >= 0 && (!errors.As(err, &ee) || ee.ExitCode() != c.wantCode):
+				t.Errorf("err %v, want exit status %d", err, c.wantCode)
+			}
+		})
 	}
 }

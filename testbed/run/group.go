@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/softmrc/softmrc/testbed/netns"
@@ -90,9 +88,7 @@ func ExecGroup(ctx context.Context, dir, group string, argv []string, stdout, st
 	var once sync.Once
 	var wg sync.WaitGroup
 	for i, h := range hosts {
-		cmd := exec.CommandContext(gctx, argv[0], argv[1:]...)
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 5 * time.Second
+		cmd := stoppable(gctx, argv)
 		cmd.Env = append(os.Environ(), GroupEnv(hosts, i)...)
 		ow := &prefixWriter{mu: &outMu, w: stdout, prefix: h.Name + ": "}
 		ew := &prefixWriter{mu: &outMu, w: stderr, prefix: h.Name + ": "}
@@ -105,7 +101,7 @@ func ExecGroup(ctx context.Context, dir, group string, argv []string, stdout, st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := cmd.Wait()
+			err := waitStoppable(gctx, cmd)
 			ow.flush()
 			ew.flush()
 			if err != nil {

@@ -407,7 +407,11 @@ func DownWith(dir string, o DownOptions) error {
 		log = slog.Default()
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no run in %s", dir)
+		// A second down, or one after a run that never started: there is
+		// nothing to remove, and scripts that repeat down (docs/testbed.md:
+		// "safe to repeat") must not fail on it.
+		log.Info("nothing to remove: no run folder", "dir", dir)
+		return nil
 	}
 	unlock, err := lock(dir)
 	if err != nil {
