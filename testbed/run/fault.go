@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,16 +202,46 @@ func Faults(ctx context.Context, dir string, reqs []FaultReq, o Options) error {
 	return errors.Join(err, st.Save())
 }
 
+// misfit says why op cannot apply to a resolved target on this plan (nil:
+// it can): the one rule a fault and ValidateFault follow.
+func misfit(p *plan.Plan, target string, op Op, ends []end, sw *plan.Switch) error {
+	xdp := p.Dataplane == topo.DataplaneXDP
+	basic := op.Kind == "down" || op.Kind == "up" || op.Kind == "clear"
+	switch {
+	case op.Kind == "restart" && (sw == nil || !xdp):
+		return errors.New("restart applies to a switch run by mrc-switchd (xdp dataplane), not a link, port or kernel switch")
+	case op.Kind == "hang" && sw == nil:
+		return errors.New("hang applies to a switch, not a link or port")
+	case !basic && !xdp:
+		return fmt.Errorf("%s needs the xdp dataplane (kernel switches take down|up|clear)", op.Kind)
+	case sw == nil && !basic && !slices.ContainsFunc(ends, func(e end) bool { return e.sw != nil }):
+		return fmt.Errorf("a NIC port takes down|up|clear only; put %s on its link (e.g. %s) to apply it at the T0 end", op, linkOf(p, target))
+	}
+	return nil
+}
+
+// ValidateFault says why op cannot apply to target on plan p, as a fault
+// would refuse it, without applying anything (nil: it can). An op the
+// target cannot take is the reason alone; the caller names the fault
+// (mrc-lab check: file, line and field).
+func ValidateFault(p *plan.Plan, target string, op Op) error {
+	ends, sw, err := resolve(p, target)
+	if err != nil {
+		return err
+	}
+	return misfit(p, target, op, ends, sw)
+}
+
 func applyFault(ctx context.Context, p *plan.Plan, st *State, target string, op Op, o Options) error {
 	ends, sw, err := resolve(p, target)
 	if err != nil {
 		return err
 	}
+	if err := misfit(p, target, op, ends, sw); err != nil {
+		return fmt.Errorf("fault %s %s: %w", target, op, err)
+	}
 	switch {
 	case op.Kind == "restart":
-		if sw == nil || p.Dataplane != topo.DataplaneXDP {
-			return fmt.Errorf("fault %s restart: restart applies to a switch run by mrc-switchd (xdp dataplane), not a link, port or kernel switch", target)
-		}
 		// Not a lasting fault: nothing to record in the state's faults.
 		return restartSwitchd(ctx, p, st, sw, o)
 	case sw != nil && p.Dataplane == topo.DataplaneXDP:
@@ -218,22 +249,9 @@ func applyFault(ctx context.Context, p *plan.Plan, st *State, target string, op 
 		if err := o.Switchd.SwitchFault(ctx, sw, op); err != nil {
 			return fmt.Errorf("fault %s %s: %w", target, op, err)
 		}
-	case sw != nil && op.Kind == "hang":
-		return fmt.Errorf("fault %s %s: hang needs the xdp dataplane (mrc-switchd)", target, op)
 	case sw != nil:
 		for _, pt := range sw.Ports {
 			ends = append(ends, end{sw: sw, ns: sw.NS, ifname: pt.Ifname})
-		}
-	case op.Kind == "hang":
-		return fmt.Errorf("fault %s hang: hang applies to a switch, not a link or port", target)
-	}
-	if sw == nil && op.Kind != "down" && op.Kind != "up" && op.Kind != "clear" {
-		hasSwitch := false
-		for _, e := range ends {
-			hasSwitch = hasSwitch || e.sw != nil
-		}
-		if !hasSwitch {
-			return fmt.Errorf("fault %s %s: a NIC port takes down|up|clear only; put %s on its link (e.g. %s) to apply it at the T0 end", target, op, op, linkOf(p, target))
 		}
 	}
 	for _, e := range ends {
@@ -303,18 +321,6 @@ func restoreKernelRoutes(p *plan.Plan, ends []end) error {
 		h.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// ValidateFault checks a target and op against a plan without applying it.
-func ValidateFault(p *plan.Plan, target string, op Op) error {
-	_, sw, err := resolve(p, target)
-	if err == nil && (op.Kind == "hang" || op.Kind == "restart") && sw == nil {
-		err = fmt.Errorf("fault %s %s: %s applies to a switch", target, op.Kind, op.Kind)
-	}
-	if err == nil && op.Kind == "restart" && p.Dataplane != topo.DataplaneXDP {
-		err = fmt.Errorf("fault %s restart: needs the xdp dataplane (a kernel switch has no daemon to restart)", target)
-	}
-	return err
 }
 
 // Exec runs argv inside a node's namespace (host, switch or "mgmt") with the

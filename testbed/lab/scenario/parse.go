@@ -868,8 +868,8 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 		if !TargetExists(pl, f.Target) {
 			return bad(f.Line, fmt.Sprintf("faults[%d].target", i), targetHelp(pl), "unknown target %q", f.Target)
 		}
-		if why, allowed := opMisfit(pl, f.Target, f.Op); why != "" {
-			return bad(f.Line, fmt.Sprintf("faults[%d].op", i), allowed, "%s", why)
+		if err := run.ValidateFault(pl, f.Target, f.Op); err != nil {
+			return bad(f.Line, fmt.Sprintf("faults[%d].op", i), faultOpsHelp, "%v", err)
 		}
 		if f.At >= end && !f.BeforeTraffic {
 			if end == 0 {
@@ -893,8 +893,8 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 				if op.Kind == "hang" && pl.Switch(t) == nil {
 					op = run.Op{Kind: "blackhole"} // what Timeline draws instead
 				}
-				if why, allowed := opMisfit(pl, t, op); why != "" {
-					return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), allowed, "target %s with op %s: %s", tg, op, why)
+				if err := run.ValidateFault(pl, t, op); err != nil {
+					return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), faultOpsHelp, "target %s with op %s: %v", tg, op, err)
 				}
 			}
 		}
@@ -1048,29 +1048,8 @@ func TargetExists(pl *plan.Plan, target string) bool {
 	return false
 }
 
-// opMisfit says why op cannot apply to target (as testbed/run's fault
-// would refuse it at run time), and what is allowed; "" when it applies.
-func opMisfit(pl *plan.Plan, target string, op run.Op) (why, allowed string) {
-	sw := pl.Switch(target) != nil
-	switch {
-	case op.Kind == "restart" && (!sw || pl.Dataplane != topo.DataplaneXDP):
-		return "restart applies to a switch run by mrc-switchd (xdp dataplane), not to " + target, "a switch, e.g. " + pl.Switches[0].Name
-	case op.Kind == "hang" && !sw:
-		return "hang applies to a switch, not to the link or port " + target, "a switch, e.g. " + pl.Switches[0].Name
-	case op.Kind == "hang" && pl.Dataplane != topo.DataplaneXDP:
-		return "hang needs the xdp dataplane (mrc-switchd)", "dataplane: xdp"
-	case pl.Dataplane != topo.DataplaneXDP && op.Kind != "down" && op.Kind != "up" && op.Kind != "clear":
-		return fmt.Sprintf("%s needs the xdp dataplane", op), "down | up | clear on the kernel dataplane"
-	}
-	if node, _, ok := strings.Cut(target, ":"); ok && pl.Host(node) != nil {
-		switch op.Kind {
-		case "down", "up", "clear":
-		default:
-			return fmt.Sprintf("a NIC port takes down|up|clear only, not %s", op), "down | up | clear; or put it on the port's link to apply it at the T0 end"
-		}
-	}
-	return "", ""
-}
+// faultOpsHelp is what a fault's op may be, by target (docs/testbed.md).
+const faultOpsHelp = "a switch takes every op (hang and restart only on the xdp dataplane); a link or switch port every op but hang and restart; a NIC port down, up or clear; kernel switches down, up or clear"
 
 func targetHelp(pl *plan.Plan) string {
 	return fmt.Sprintf("a link (e.g. %s), a NIC port (e.g. %s:%s), a switch port (e.g. %s:%s) or a switch (e.g. %s)",

@@ -599,10 +599,10 @@ func TestFaultOpKernelDataplane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if why, _ := opMisfit(pl, "p0-t0-0--p0-t1-1", run.Op{Kind: "blackhole"}); !strings.Contains(why, "needs the xdp dataplane") {
-		t.Errorf("kernel blackhole: %q", why)
+	if err := run.ValidateFault(pl, "p0-t0-0--p0-t1-1", run.Op{Kind: "blackhole"}); err == nil || !strings.Contains(err.Error(), "needs the xdp dataplane") {
+		t.Errorf("kernel blackhole: %v", err)
 	}
-	if why, _ := opMisfit(pl, "p0-t0-0--p0-t1-1", run.Op{Kind: "down"}); why != "" {
-		t.Errorf("kernel down: %q", why)
+	if err := run.ValidateFault(pl, "p0-t0-0--p0-t1-1", run.Op{Kind: "down"}); err != nil {
+		t.Errorf("kernel down: %v", err)
 	}
 }
