@@ -883,18 +883,18 @@ func (p *parser) validateRun(s *Scenario, line func(string) int) error {
 			if !slices.Contains(TargetClasses, tg) && !TargetExists(pl, tg) {
 				return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), strings.Join(TargetClasses, ", ")+" or "+targetHelp(pl), "unknown target %q", tg)
 			}
-			for _, op := range r.Ops {
-				t := tg
-				if tg == "nic-ports" && len(pl.Hosts) > 0 && len(pl.Hosts[0].Ports) > 0 {
-					t = pl.Hosts[0].Name + ":" + pl.Hosts[0].Ports[0].Ifname
-				} else if slices.Contains(TargetClasses, tg) {
-					continue // links and T1 switches take every random op
-				}
-				if op.Kind == "hang" && pl.Switch(t) == nil {
-					op = run.Op{Kind: "blackhole"} // what Timeline draws instead
-				}
-				if err := run.ValidateFault(pl, t, op); err != nil {
-					return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), faultOpsHelp, "target %s with op %s: %v", tg, op, err)
+			// Every fault the draw can make from this target: each of its
+			// candidates with each op (a class's candidates are alike, but
+			// a kernel dataplane refuses on links what it takes on ports).
+			one := *r
+			one.Targets = []string{tg}
+			cands, _ := one.candidates(pl) // none qualifying: reported below
+			for _, c := range cands {
+				for _, op := range r.Ops {
+					op = drawnOp(pl, c.target, op)
+					if err := run.ValidateFault(pl, c.target, op); err != nil {
+						return bad(r.Line, fmt.Sprintf("random_faults.targets[%d]", i), faultOpsHelp, "target %s with op %s: %v", tg, op, err)
+					}
 				}
 			}
 		}

@@ -94,6 +94,15 @@ func (r *RandomFaults) candidates(pl *plan.Plan) ([]candidate, error) {
 	return out, nil
 }
 
+// drawnOp is the fault a random op becomes on target: a hang, which only
+// a switch takes, blackholes a link or port instead.
+func drawnOp(pl *plan.Plan, target string, op run.Op) run.Op {
+	if op.Kind == "hang" && pl.Switch(target) == nil {
+		return run.Op{Kind: "blackhole"}
+	}
+	return op
+}
+
 func planeOf(pl *plan.Plan, node string) int {
 	if sw := pl.Switch(node); sw != nil {
 		return sw.Plane
@@ -128,10 +137,7 @@ func (r *RandomFaults) draw(pl *plan.Plan) ([]Fault, error) {
 			continue
 		}
 		c := free[rng.IntN(len(free))]
-		op := r.Ops[rng.IntN(len(r.Ops))]
-		if op.Kind == "hang" && pl.Switch(c.target) == nil {
-			op = run.Op{Kind: "blackhole"}
-		}
+		op := drawnOp(pl, c.target, r.Ops[rng.IntN(len(r.Ops))])
 		if c.plane >= 0 {
 			busy[c.plane] = t + r.Hold
 		}

@@ -606,3 +606,30 @@ func TestFaultOpKernelDataplane(t *testing.T) {
 		t.Errorf("kernel down: %v", err)
 	}
 }
+
+// TestRandomFaultClassKernelDataplane: a random fault class is checked
+// candidate by candidate against its ops, so a kernel topology's links
+// refuse loss at check time (before, only nic-ports was checked, and the
+// run failed when the first link loss was drawn).
+func TestRandomFaultClassKernelDataplane(t *testing.T) {
+	read := func(p string) ([]byte, error) {
+		if p == "dir/k.yaml" {
+			return []byte(strings.Replace(oneTopo, "mode: ecmp\n", "mode: ecmp\ndataplane: kernel\n", 1)), nil
+		}
+		return nil, fmt.Errorf("open %s: no such file", p)
+	}
+	src := strings.Replace(good, "  preset: clos-2p\n", "  file: k.yaml\n", 1)
+	src = strings.Replace(src, "  - {at: 1s, target: h0:p1, op: down}\n  - {at: 2s, target: h0:p1, op: up}\n", "  - {at: 1s, target: h0:p0, op: down}\n  - {at: 2s, target: h0:p0, op: up}\n", 1)
+	src = strings.Replace(src, "targets: [fabric-links, p0-t1-1]", "targets: [fabric-links]", 1)
+	src = strings.Replace(src, `series: "rx:h3:p0"`, `series: "rx:h3"`, 1)
+	src = strings.Replace(src, `series: "tx:p0-t0-1:d1"`, `series: "rx:h3"`, 1)
+	_, err := ParseWith("dir/x.yaml", []byte(src), read)
+	want := "dir/x.yaml:13: random_faults.targets[0]: target fabric-links with op blackhole"
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "needs the xdp dataplane") {
+		t.Fatalf("got %v, want %q ... needs the xdp dataplane", err, want)
+	}
+	ok := strings.Replace(src, "ops: [blackhole, loss=5%]", "ops: [down]", 1)
+	if _, err := ParseWith("dir/x.yaml", []byte(ok), read); err != nil {
+		t.Errorf("down on a kernel topology's fabric links: %v", err)
+	}
+}
