@@ -31,7 +31,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"check", bad}, 1, "", bad + `:2: spines: unknown field "spines"`},
 		{[]string{"check", "no-such"}, 1, "", "no-such: no such file and no shipped scenario of that name"},
 		{[]string{"check"}, 2, "", "name at least one scenario"}, // was exit 1, silent
-		{[]string{"check", "all"}, 0, "s12-chaos: ok", ""},        // as run all; was "all: no such file"
+		{[]string{"check", "all"}, 0, "s12-chaos: ok", ""},       // as run all; was "all: no such file"
 		{[]string{"run"}, 2, "", "name at least one scenario"},
 		{[]string{"run", "no-such"}, 2, "", "no such file"},
 		{[]string{"run", "--variants", "mrc-2qp", "s07-collectives"}, 2, "", `s07-collectives has no variant "mrc-2qp" (mrc-1qp, mrc-1qp-loss`},
