@@ -270,7 +270,18 @@ func (c *ccState) onAck(now Time, acked int, ecn bool, rtt, srtt Time) {
 		// MTU/cwnd RTTs): add at most subMTUInc per byte acknowledged
 		// instead, the same for every sender, so that senders marked
 		// alike converge to the same window (AIMD per packet).
-		c.cwnd = min(c.cwnd, before+subMTUInc*float64(acked))
+		//
+		// From a quarter packet up the bound rises as (cwnd/MTU)^4 to
+		// the whole increase at one packet, where the window rule takes
+		// over. A flat 1/256 up to one packet and a packet per RTT above
+		// it trapped a sender just below: in an S8 incast (7 senders,
+		// 7 Mbit/s and ~5 packets each at a 12 ms RTT) one fell under a
+		// packet early, grew 8 B a packet while the others grew a packet
+		// an RTT, and kept 1.2 Mbit/s for the whole run (Jain 0.84). The
+		// shares of a few percent of a packet that subMTUInc is for (an
+		// incast at an RTT of tens of µs) stay below a quarter packet.
+		x := before / float64(c.mtu)
+		c.cwnd = min(c.cwnd, before+max(subMTUInc, x*x*x*x)*float64(acked))
 	}
 	c.clamp(now, srtt)
 }

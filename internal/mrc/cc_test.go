@@ -239,3 +239,40 @@ func TestDeliveryRateAppLimited(t *testing.T) {
 		})
 	}
 }
+
+// TestSubPacketIncreaseNearOnePacket: a receiver-limited window just below
+// one packet grows nearly as one just above it does, so a sender pushed
+// under a packet in an incast whose shares are several packets (S8:
+// ~5 packets at a 12 ms RTT) climbs back within an RTT or two. With the
+// flat 1/256 bound it grew 8 B per 2 KiB acknowledged and stayed at 0.93
+// packet for the whole run, a seventh of its share.
+func TestSubPacketIncreaseNearOnePacket(t *testing.T) {
+	const mtu = 2048
+	const srtt = 12 * Millisecond
+	const base = 10 * Millisecond
+	cfg := CCConfig{}
+	cfg.setDefaults(mtu)
+	var c ccState
+	c.init(&cfg, mtu)
+	c.setMax(1024)
+	now := Time(Second)
+	c.onAck(now, 0, false, base, srtt)
+	c.started = true
+	c.onTrim(now, srtt, true) // receiver-limited
+	c.cwnd = 0.93 * mtu
+	// Clean acks, the queue below target and above it, an RTT apart.
+	for i, rtt := range []Time{base + Microsecond, base + 2*Millisecond} {
+		now += srtt
+		c.onAck(now, mtu, false, rtt, srtt)
+		if i == 0 && c.cwnd < mtu {
+			t.Fatalf("cwnd %.0f after one clean ack from 0.93 packet, want ≥ one packet (%d)", c.cwnd, mtu)
+		}
+	}
+	// A quarter packet and below keep the flat bound: +2048/256 B.
+	c.cwnd = mtu / 4
+	now += srtt
+	c.onAck(now, mtu, false, base+Microsecond, srtt)
+	if c.cwnd != mtu/4+8 {
+		t.Fatalf("cwnd %.2f after a clean ack from a quarter packet, want %d", c.cwnd, mtu/4+8)
+	}
+}
