@@ -138,7 +138,11 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.IntVar(&p.Iters, "iters", defIters, "same as -n")
 	fs.IntVar(&p.Duration, "D", 0, "run each size for this many seconds instead of -n iterations")
 	fs.IntVar(&p.Duration, "duration", 0, "same as -D")
-	fs.IntVar(&p.QPs, "q", 1, "number of QPs")
+	qpHelp := "number of QPs"
+	if kind == Lat {
+		qpHelp = "number of QPs: the latency test runs on one (kept for perftest's command lines)"
+	}
+	fs.IntVar(&p.QPs, "q", 1, qpHelp)
 	fs.IntVar(&p.QPs, "qp", 1, "same as -q")
 	fs.IntVar(&p.MTU, "m", 0, "RoCE MTU (1024, 2048, 4096); must equal mrc-nicd's (its config mtu: or its -mtu flag sets it)")
 	fs.IntVar(&p.MTU, "mtu", 0, "same as -m")
