@@ -140,7 +140,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.IntVar(&p.Duration, "duration", 0, "same as -D")
 	qpHelp := "number of QPs"
 	if kind == Lat {
-		qpHelp = "number of QPs: the latency test runs on one (kept for perftest's command lines)"
+		qpHelp = "number of QPs: the latency test runs on one, more are refused"
 	}
 	fs.IntVar(&p.QPs, "q", 1, qpHelp)
 	fs.IntVar(&p.QPs, "qp", 1, "same as -q")
