@@ -186,7 +186,21 @@ type RoCEOptions struct {
 	// of a real one's speed, e.g. 100 for 1 Gb/s links standing for
 	// 100 Gb/s ones. 0 or 1: the mlx5 defaults as they are.
 	DCQCNScale float64 `yaml:"dcqcn_scale,omitempty"`
+	// DCQCNTarget is DCQCN's target-rate rule on a cut (docs/roce.md):
+	// "paper" (or empty) sets the target to the current rate on every cut,
+	// as the DCQCN paper does; "mlx5" only when the increase timer fired
+	// since the previous cut (mlx5's defaults rp_clamp_tgt_rate 0,
+	// rp_clamp_tgt_rate_ati 1), so a burst of CNPs leaves the target at
+	// the rate before it. mlx5's rule is what NICs run behind PFC; on a
+	// lossy fabric it loses more (docs/roce.md).
+	DCQCNTarget string `yaml:"dcqcn_target,omitempty"`
 }
+
+// DCQCN target rules (RoCEOptions.DCQCNTarget).
+const (
+	DCQCNTargetPaper = "paper"
+	DCQCNTargetMLX5  = "mlx5"
+)
 
 // DefaultRoCEAckTimeout is 4.096 µs · 2^14, the timeout perftest's
 // ib_write_bw gives its QPs.
@@ -369,6 +383,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RoCE.AckTimeout < 0 || c.RoCE.DCQCNScale < 0 || c.RoCE.DCQCNScale > 1e6 {
 		bad("roce: ack_timeout %v, dcqcn_scale %v: want ack_timeout >= 0 and dcqcn_scale 0..1e6", c.RoCE.AckTimeout, c.RoCE.DCQCNScale)
+	}
+	if t := c.RoCE.DCQCNTarget; t != "" && t != DCQCNTargetPaper && t != DCQCNTargetMLX5 {
+		bad("roce: dcqcn_target %q: want %q (the target rate follows every cut, the default) or %q (only after a timer increase, mlx5's default)", t, DCQCNTargetPaper, DCQCNTargetMLX5)
 	}
 	if c.LoopNice < -20 || c.LoopNice > 19 {
 		bad("loop_nice %d: want -20 (most favoured) .. 19, or 0 to leave the thread as started", c.LoopNice)

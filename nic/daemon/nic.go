@@ -79,7 +79,7 @@ func (d *Daemon) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, err
 			// timeout 14, 67 ms). Go-back-N resends the whole window on
 			// every timeout, so a spurious one costs dearly.
 			qc.AckTimeout, qc.FixedRTO, qc.TimeoutMode = mrc.Time(d.cfg.RoCE.AckTimeout), true, mrc.TimeoutLinear
-			qc.DCQCN = dcqcn.Config{}.Scaled(d.cfg.RoCE.DCQCNScale)
+			qc.DCQCN = dcqcnConfig(d.cfg.RoCE)
 		}
 		var qpn wire.QPN
 		if qpn, err = d.eng.CreateQP(qc); err != nil {
@@ -112,6 +112,12 @@ func engineTransport(t vproto.Transport) (mrc.Transport, error) {
 }
 
 // owned returns owner's QP qpn or an error naming the problem. Loop only.
+// dcqcnConfig is the DCQCN of a RoCE QP from the NIC's roce options:
+// mlx5's defaults, slowed dcqcn_scale times, with the target rule chosen.
+func dcqcnConfig(o config.RoCEOptions) dcqcn.Config {
+	return dcqcn.Config{TargetOnTimerIncrease: o.DCQCNTarget == config.DCQCNTargetMLX5}.Scaled(o.DCQCNScale)
+}
+
 func (d *Daemon) owned(owner uint32, qpn uint32) (*qpState, error) {
 	q := d.qps[wire.QPN(qpn)]
 	if q == nil {

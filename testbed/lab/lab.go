@@ -292,6 +292,7 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 	pl.NICDCQCNScale = s.Topology.DCQCNScale
 	pl.NICCCScale = s.Topology.CCScale
 	pl.NICRoCEAckTimeout = s.Topology.RoCEAckTimeout
+	pl.NICDCQCNTarget = s.Topology.DCQCNTarget
 	out.Plan = pl
 	timeline, err := s.Timeline(pl)
 	if err != nil {

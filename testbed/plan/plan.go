@@ -83,6 +83,9 @@ type Plan struct {
 	// NICRoCEAckTimeout, when set, is every NIC's roce.ack_timeout (the
 	// RoCE QPs' local ACK timeout; mrc-lab's topology.roce_ack_timeout).
 	NICRoCEAckTimeout time.Duration `yaml:"nic_roce_ack_timeout,omitempty"`
+	// NICDCQCNTarget, when set, is every NIC's roce.dcqcn_target (DCQCN's
+	// target-rate rule, "paper" or "mlx5"; mrc-lab's topology.dcqcn_target).
+	NICDCQCNTarget string `yaml:"nic_dcqcn_target,omitempty"`
 	// PinGlob is what the run may own in bpffs (removed by down).
 	PinGlob    string   `yaml:"pin_glob"`
 	Namespaces []string `yaml:"namespaces"`

@@ -291,16 +291,18 @@ func TestNICConfig(t *testing.T) {
 		dcqcnScale        float64
 		ccScale           float64
 		ackTimeout        time.Duration // NICRoCEAckTimeout; 0: mrc-nicd's default
+		dcqcnTarget       string
 	}{
-		{topo.ModeSRv6, 0, 25e9, 0, 0, 0},
-		{topo.ModeECMP, 0, 25e9, 0, 0, 0},
+		{topo.ModeSRv6, 0, 25e9, 0, 0, 0, ""},
+		{topo.ModeECMP, 0, 25e9, 0, 0, 0, ""},
 		// S1 (docs/lab.md): the NICs paced above the link so that the
 		// switch port model is the bottleneck.
-		{topo.ModeSRv6, 26.5e9, 26.5e9, 0, 0, 0},
+		{topo.ModeSRv6, 26.5e9, 26.5e9, 0, 0, 0, ""},
 		// S7, S8: DCQCN slowed to the emulated links (roce.dcqcn_scale);
 		// S7: NCCL's RoCE ACK timeout, MRC's CC slowed too (cc.scale).
-		{topo.ModeECMP, 0, 25e9, 1250, 0, 4096 << 20 * time.Nanosecond},
-		{topo.ModeECMP, 0, 25e9, 0, 1250, 0},
+		// S7's lossless RoCE plane: mlx5's DCQCN target rule.
+		{topo.ModeECMP, 0, 25e9, 1250, 0, 4096 << 20 * time.Nanosecond, "mlx5"},
+		{topo.ModeECMP, 0, 25e9, 0, 1250, 0, ""},
 	}
 	for _, tc := range cases {
 		mode := tc.mode
@@ -316,6 +318,7 @@ func TestNICConfig(t *testing.T) {
 		p.NICDCQCNScale = tc.dcqcnScale
 		p.NICCCScale = tc.ccScale
 		p.NICRoCEAckTimeout = tc.ackTimeout
+		p.NICDCQCNTarget = tc.dcqcnTarget
 		files, err := p.Files(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -340,6 +343,9 @@ func TestNICConfig(t *testing.T) {
 			}
 			if c.CC.Scale != tc.ccScale {
 				t.Errorf("%s: cc.scale %v, want %v", f.Path, c.CC.Scale, tc.ccScale)
+			}
+			if c.RoCE.DCQCNTarget != tc.dcqcnTarget {
+				t.Errorf("%s: roce.dcqcn_target %q, want %q", f.Path, c.RoCE.DCQCNTarget, tc.dcqcnTarget)
 			}
 			if c.RoCE.DCQCNScale != tc.dcqcnScale {
 				t.Errorf("%s: roce.dcqcn_scale %v, want %v", f.Path, c.RoCE.DCQCNScale, tc.dcqcnScale)

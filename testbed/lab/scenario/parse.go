@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/perf"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/testbed/plan"
@@ -37,7 +38,7 @@ func Load(path string) (*Scenario, error) {
 
 var (
 	topFields     = []string{"name", "title", "why", "topology", "traffic", "faults", "random_faults", "sampling", "duration", "expect", "variants"}
-	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "cc_scale", "roce_ack_timeout"}
+	topoFields    = []string{"preset", "file", "links", "nic_pacing", "dcqcn_scale", "cc_scale", "roce_ack_timeout", "dcqcn_target"}
 	linkFields    = []string{"capacity", "ecn_threshold", "trim_threshold", "buffer", "host_ecn", "delay"}
 	flowFields    = []string{"name", "from", "to", "hosts", "qps", "size", "tool", "start", "duration", "verify", "tx_depth", "evs", "transport", "iters", "check", "timeout", "rate", "slots", "slot_bytes", "warmup"}
 	variantFields = []string{"name", "topology", "transport", "qps", "traffic", "faults"}
@@ -210,6 +211,8 @@ func (p *parser) topology(t *Topology, n *yaml.Node) error {
 			if t.RoCEAckTimeout, err = time.ParseDuration(d); err != nil || t.RoCEAckTimeout <= 0 || t.RoCEAckTimeout > time.Hour {
 				return p.Err(v, "topology.roce_ack_timeout", "a duration above 0 up to 1h, e.g. 4.295s (IBTA timeout 20: 4.096us·2^20, NCCL's default)", "bad roce_ack_timeout %q", d)
 			}
+		case "dcqcn_target":
+			t.DCQCNTarget, err = p.Enum(v, "topology.dcqcn_target", nicconfig.DCQCNTargetPaper, nicconfig.DCQCNTargetMLX5)
 		case "nic_pacing":
 			var r string
 			if r, err = p.Str(v, "topology.nic_pacing"); err != nil {

@@ -123,6 +123,10 @@ type Topology struct {
 	// local ACK timeout of RoCE QPs (IBTA 4.096 µs · 2^timeout; mrc-nicd's
 	// default is perftest's timeout 14, 67 ms), e.g. NCCL's (docs/roce.md).
 	RoCEAckTimeout time.Duration
+	// DCQCNTarget, when set, is every NIC's roce.dcqcn_target: DCQCN's
+	// target-rate rule on a cut, "paper" (mrc-nicd's default) or "mlx5"
+	// (mlx5's default, what NICs run behind PFC; docs/roce.md).
+	DCQCNTarget string
 	// Fabric and Host, when set (Set*), replace the topology's link models.
 	Fabric, Host       topo.LinkSpec
 	SetFabric, SetHost bool

@@ -345,6 +345,23 @@ func TestRoCEAckTimeout(t *testing.T) {
 	}
 }
 
+// TestDCQCNTarget: topology.dcqcn_target (S7's lossless RoCE plane: mlx5's
+// rule) is parsed, and only its two rules are allowed.
+func TestDCQCNTarget(t *testing.T) {
+	src := strings.Replace(variantsFile, "dcqcn_scale: 1000\n", "dcqcn_scale: 1000\n  dcqcn_target: mlx5\n", 1)
+	s, err := ParseWith("dir/v.yaml", []byte(src), readTopo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology.DCQCNTarget != "mlx5" {
+		t.Fatalf("dcqcn_target %q, want mlx5", s.Topology.DCQCNTarget)
+	}
+	src = strings.Replace(variantsFile, "dcqcn_scale: 1000\n", "dcqcn_scale: 1000\n  dcqcn_target: cx7\n", 1)
+	if _, err := ParseWith("dir/v.yaml", []byte(src), readTopo); err == nil || !strings.Contains(err.Error(), "topology.dcqcn_target") || !strings.Contains(err.Error(), "mlx5") {
+		t.Fatalf("dcqcn_target cx7: %v, want an error naming the field and the rules", err)
+	}
+}
+
 // TestCCScale: topology.cc_scale (S7: MRC's CC slowed to 80 Mbit/s) is
 // parsed; a variant that replaces the topology without it has none.
 func TestCCScale(t *testing.T) {
