@@ -14,7 +14,7 @@
 //	mrcctl [-d SOCKET] deny|allow plane P [QPN]
 //	mrcctl [-d SOCKET] watch [--interval 10ms] [--count N] [--duration 10s]
 //
-// QPN and EV are hex (0x prefix optional) or decimal. Without QPN, deny and
+// QPN and EV are hex with 0x, as printed (0x0101), or decimal. Without QPN, deny and
 // allow edit the daemon's denylist, which holds for every QP, those created
 // later too, for the daemon's life. With a QPN they act on that QP only.
 //
@@ -268,15 +268,24 @@ func run(args []string, out io.Writer) error {
 	return nil
 }
 
+// parseNum reads a QPN or EV: hex with 0x, as mrcctl and the tools print them
+// (0x0101, 0x0000002a), or decimal. A bare number is never guessed at: "102"
+// is decimal, and "ff" is refused, since reading bare numbers as hex only
+// when they hold a letter made "102" and "10a" different bases.
 func parseNum(s, what string) (uint32, error) {
-	v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 32)
-	if !strings.HasPrefix(strings.ToLower(s), "0x") {
-		if d, derr := strconv.ParseUint(s, 10, 32); derr == nil {
-			return uint32(d), nil
+	if h, ok := strings.CutPrefix(strings.ToLower(s), "0x"); ok {
+		v, err := strconv.ParseUint(h, 16, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%s %q: want a 32-bit hex number after 0x, as printed (0x0101)", what, s)
 		}
+		return uint32(v), nil
 	}
+	v, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("%s %q: want a number (hex with 0x, or decimal)", what, s)
+		if _, herr := strconv.ParseUint(s, 16, 32); herr == nil {
+			return 0, fmt.Errorf("%s %q: hex needs its 0x (0x%s); a bare number is decimal", what, s, s)
+		}
+		return 0, fmt.Errorf("%s %q: want a number, hex with 0x as printed (0x0101) or decimal (257)", what, s)
 	}
 	return uint32(v), nil
 }

@@ -9,14 +9,26 @@ import (
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 )
 
+// TestParseNum: 0x is hex, a bare number decimal, and a bare number with hex
+// letters is refused. Until 2026-12-05 "ff" read as 0xff and "102" as 102,
+// so a QPN copied without its 0x could name another QP.
 func TestParseNum(t *testing.T) {
-	for in, want := range map[string]uint32{"0x101": 0x101, "257": 257, "0X10": 16, "ff": 0xff} {
+	for in, want := range map[string]uint32{"0x101": 0x101, "257": 257, "0X10": 16, "102": 102, "0x0102": 0x102, "0x0000002a": 42} {
 		if got, err := parseNum(in, "x"); err != nil || got != want {
 			t.Errorf("parseNum(%q) = %#x, %v; want %#x", in, got, err, want)
 		}
 	}
-	if _, err := parseNum("zz", "QPN"); err == nil || !strings.Contains(err.Error(), "QPN") {
-		t.Errorf("bad number: %v", err)
+	for in, want := range map[string]string{
+		"zz":          `QPN "zz": want a number`,
+		"ff":          `QPN "ff": hex needs its 0x (0xff)`,
+		"0x":          `QPN "0x": want a 32-bit hex number`,
+		"0xzz":        `QPN "0xzz": want a 32-bit hex number`,
+		"-1":          `QPN "-1": want a number`,
+		"0x1ffffffff": `want a 32-bit hex number`,
+	} {
+		if _, err := parseNum(in, "QPN"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseNum(%q): %v, want %q", in, err, want)
+		}
 	}
 }
 
