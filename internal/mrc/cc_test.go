@@ -20,10 +20,7 @@ func TestLastHopCap(t *testing.T) {
 		{"fabric trim does not", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := CCConfig{InitCwnd: 256 << 10}
-			cfg.setDefaults(mtu)
-			var c ccState
-			c.init(&cfg, mtu)
+			c := newTestCC(CCConfig{InitCwnd: 256 << 10}, mtu)
 			c.setMax(1024)
 			now := Time(100 * Microsecond)
 			for i := 0; i <= 10; i++ { // one ack per µs, 8 000 B each, RTT 8 µs
@@ -34,7 +31,7 @@ func TestLastHopCap(t *testing.T) {
 				t.Fatalf("delivery rate %.2f B/ns, want 8", r)
 			}
 			before := c.cwnd
-			if before*cfg.LastHopDecrease <= 64000 {
+			if before*c.cfg.LastHopDecrease <= 64000 {
 				t.Fatalf("cwnd %.0f before the trim: too small for the cap to show", before)
 			}
 			c.onTrim(now, srtt, tc.lastHop)
@@ -50,7 +47,7 @@ func TestLastHopCap(t *testing.T) {
 			// Receiver-limited now: the next last-hop trim an RTT later
 			// is the ordinary multiplicative decrease, not a new cap.
 			c.onTrim(now+srtt, srtt, true)
-			if want := 64000 * cfg.LastHopDecrease; c.cwnd != want {
+			if want := 64000 * c.cfg.LastHopDecrease; c.cwnd != want {
 				t.Fatalf("cwnd %.0f after the second trim, want %.0f", c.cwnd, want)
 			}
 		})
@@ -84,10 +81,7 @@ func TestSubPacketWindow(t *testing.T) {
 		{"receiver-limited, eight packets", true, 8 * mtu, 8 * mtu, 0, 8*mtu + mtu/8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := CCConfig{InitCwnd: 64 * mtu}
-			cfg.setDefaults(mtu)
-			var c ccState
-			c.init(&cfg, mtu)
+			c := newTestCC(CCConfig{InitCwnd: 64 * mtu}, mtu)
 			c.setMax(1024)
 			now := Time(Millisecond)
 			c.onAck(now, 0, false, base, srtt)
@@ -134,10 +128,7 @@ func TestSubPacketWindow(t *testing.T) {
 func TestSubPacketDecrease(t *testing.T) {
 	const mtu = 2048
 	const srtt = 50 * Microsecond
-	cfg := CCConfig{}
-	cfg.setDefaults(mtu)
-	var c ccState
-	c.init(&cfg, mtu)
+	c := newTestCC(CCConfig{}, mtu)
 	c.setMax(1024)
 	now := Time(Millisecond)
 	c.onAck(now, 0, false, 40*Microsecond, srtt)
@@ -150,7 +141,7 @@ func TestSubPacketDecrease(t *testing.T) {
 		now += srtt
 		c.onAck(now, mtu, true, 440*Microsecond, srtt)
 		marked += (1 - marked) / 16
-		want *= 1 - cfg.MDGain*marked
+		want *= 1 - c.cfg.MDGain*marked
 		if d := c.cwnd - want; d > 1e-9 || d < -1e-9 {
 			t.Fatalf("after %d marked acks: cwnd %.3f, want %.3f (marked share %.3f)", i, c.cwnd, want, marked)
 		}
@@ -170,10 +161,7 @@ func TestSubPacketDecrease(t *testing.T) {
 func TestDeliveryRateIgnoresEmptyAcks(t *testing.T) {
 	const mtu = 2048
 	const srtt = 10 * Microsecond
-	cfg := CCConfig{InitCwnd: 256 << 10}
-	cfg.setDefaults(mtu)
-	var c ccState
-	c.init(&cfg, mtu)
+	c := newTestCC(CCConfig{InitCwnd: 256 << 10}, mtu)
 	now := Time(100 * Microsecond)
 	for i := 0; i < 5; i++ { // probe answers an srtt apart
 		c.onAck(now, 0, false, 0, srtt)
@@ -207,10 +195,7 @@ func TestDeliveryRateAppLimited(t *testing.T) {
 		{"window-limited: the low rate counts", true, 0.18},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := CCConfig{InitCwnd: 64 * mtu}
-			cfg.setDefaults(mtu)
-			var c ccState
-			c.init(&cfg, mtu)
+			c := newTestCC(CCConfig{InitCwnd: 64 * mtu}, mtu)
 			now := Time(100 * Microsecond)
 			// A busy srtt: the window full, 8 B/ns acknowledged.
 			c.sent(now, int(c.cwnd), srtt)
@@ -250,10 +235,7 @@ func TestSubPacketIncreaseNearOnePacket(t *testing.T) {
 	const mtu = 2048
 	const srtt = 12 * Millisecond
 	const base = 10 * Millisecond
-	cfg := CCConfig{}
-	cfg.setDefaults(mtu)
-	var c ccState
-	c.init(&cfg, mtu)
+	c := newTestCC(CCConfig{}, mtu)
 	c.setMax(1024)
 	now := Time(Second)
 	c.onAck(now, 0, false, base, srtt)
@@ -275,4 +257,12 @@ func TestSubPacketIncreaseNearOnePacket(t *testing.T) {
 	if c.cwnd != mtu/4+8 {
 		t.Fatalf("cwnd %.2f after a clean ack from a quarter packet, want %d", c.cwnd, mtu/4+8)
 	}
+}
+
+// newTestCC is a window on cfg, its zero fields at the defaults for mtu.
+func newTestCC(cfg CCConfig, mtu int) *ccState {
+	cfg.setDefaults(mtu)
+	c := &ccState{}
+	c.init(&cfg, mtu)
+	return c
 }
