@@ -24,7 +24,7 @@ help:
 	@echo "make reproduce - run every mrc-lab scenario (testbed/scenarios) RUNS times; report in docs/results/lab/"
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
-	@echo "make bench-nic - mrc-nicd against raw AF_XDP and kernel TCP/MPTCP/UDP on a veth pair and clos-2p, ROUNDS alternating rounds (default 5, ~5 min); writes docs/performance.md"
+	@echo "make bench-nic - mrc-nicd against raw AF_XDP and kernel TCP/MPTCP/UDP on a veth pair and clos-2p, ROUNDS alternating rounds (default 5, ~5 min), RoCE MTU ROCE_MTU (default 2048); writes docs/performance.md"
 	@echo "make sweep    - the simulator's scenario tests over SEEDS seeds (default 10; docs/engine.md 'Scenarios over seeds')"
 	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION), one definition per fact (.ci/conventions.sh, docs/conventions.md)"
 	@echo "make clean    - remove $(BIN)/ and test leftovers"
@@ -62,11 +62,14 @@ bench: build
 # (TCP, MPTCP, UDP) on the same paths, ROUNDS alternating rounds; the ratio
 # table replaces the generated section of docs/performance.md. A benchmark,
 # not a test: nothing asserts a speed. Knobs: docs/performance.md.
+# ROCE_MTU=4096 runs every path at that RoCE MTU (links sized for it, the
+# kernel's packets too) and writes a section of its own.
 ROUNDS ?= 5
+ROCE_MTU ?= 2048
 bench-nic: build
 	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-	MRC_BIN=$(CURDIR)/$(BIN) MRC_BENCH_ROUNDS=$(ROUNDS) MRC_BENCH_OUT=$(CURDIR)/docs/performance.md \
-	  MRC_BENCH_CMD="make bench-nic ROUNDS=$(ROUNDS)" \
+	MRC_BIN=$(CURDIR)/$(BIN) MRC_BENCH_ROUNDS=$(ROUNDS) MRC_BENCH_ROCE_MTU=$(ROCE_MTU) MRC_BENCH_OUT=$(CURDIR)/docs/performance.md \
+	  MRC_BENCH_CMD="make bench-nic ROUNDS=$(ROUNDS) ROCE_MTU=$(ROCE_MTU)" \
 	  $(GO) test -run '^$$' -bench '^BenchmarkNICCompare$$' -benchtime 1x -count 1 -timeout 30m ./nic/e2e/
 
 # The scenario tests over more seeds than a plain `go test` runs (3): the

@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
@@ -150,7 +151,8 @@ func udpPingPong(tb testing.TB, tp *topo, n int) float64 {
 	return s[len(s)/2]
 }
 
-// rawXDP sends MRC data frames (2048-byte payload, as mrc-nicd sends them)
+// rawXDP sends MRC data frames (a payload of the NICs' RoCE MTU, 2048 bytes
+// by default, as mrc-nicd sends them)
 // from h[0]'s port to h[1]'s AF_XDP port for d and returns the frames per
 // second received: the raw AF_XDP receive rate of the same frames on the
 // same path.
@@ -175,6 +177,7 @@ func rawXDPPorts(tb testing.TB, src, dst *host, p int, d time.Duration) (fps flo
 type rawRun struct {
 	fps          float64
 	frameLen     int
+	payload      int // bytes of payload per frame: the hosts' RoCE MTU
 	sent, got    uint64
 	txCPU, rxCPU time.Duration
 }
@@ -207,7 +210,7 @@ func rawXDPRun(tb testing.TB, src, dst *host, p int, d time.Duration) rawRun {
 	defer rx.Close()
 	pk := wire.Packet{SrcMAC: c0.MAC, DstMAC: c0.NeighborMAC, Src: wire.Addr128FromNetip(c0.Address), Dst: wire.Addr128FromNetip(c1.Address),
 		DSCP: wire.DSCPTrimmable, ECN: wire.ECNECT0, EV: 0x1234, Opcode: wire.OpWriteMiddle, DestQP: 0x101, PSN: 1,
-		VA: 0x1000, RKey: 7, DMALen: 65536, Payload: make([]byte, 2048)}
+		VA: 0x1000, RKey: 7, DMALen: 65536, Payload: make([]byte, cmp.Or(src.cfg.MTU, config.DefaultMTU))}
 	frame := make([]byte, pk.Len())
 	n, err := pk.Encode(frame)
 	if err != nil {
@@ -249,7 +252,7 @@ func rawXDPRun(tb testing.TB, src, dst *host, p int, d time.Duration) rawRun {
 	txCPU := threadCPU() - t0
 	runtime.UnlockOSThread()
 	<-done
-	return rawRun{fps: float64(got.Load()) / d.Seconds(), frameLen: n, sent: sent, got: got.Load(), txCPU: txCPU, rxCPU: rxCPU}
+	return rawRun{fps: float64(got.Load()) / d.Seconds(), frameLen: n, payload: len(pk.Payload), sent: sent, got: got.Load(), txCPU: txCPU, rxCPU: rxCPU}
 }
 
 type bwJSON struct {

@@ -63,19 +63,36 @@ func TestBenchNICRatiosPairRounds(t *testing.T) {
 }
 
 func TestWriteGenerated(t *testing.T) {
+	genBegin, genEnd := genMarkers("bench-nic")
 	f := filepath.Join(t.TempDir(), "performance.md")
 	if err := os.WriteFile(f, []byte("# P\n\nprose\n\n"+genBegin+"\nold\n"+genEnd+"\n\nafter\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeGenerated(f, "new\n"); err != nil {
+	if err := writeGenerated(f, "bench-nic", "new\n"); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(f)
 	if s := string(b); s != "# P\n\nprose\n\n"+genBegin+"\nnew\n"+genEnd+"\n\nafter\n" {
 		t.Errorf("got %q", s)
 	}
+	// A run at RoCE MTU 4096 adds its own section and leaves the default's.
+	if err := writeGenerated(f, genSection(4096), "mtu4096\n"); err != nil {
+		t.Fatal(err)
+	}
+	b4, e4 := genMarkers("bench-nic-mtu4096")
+	b, _ = os.ReadFile(f)
+	if s := string(b); s != "# P\n\nprose\n\n"+genBegin+"\nnew\n"+genEnd+"\n\nafter\n\n"+b4+"\nmtu4096\n"+e4+"\n" {
+		t.Errorf("with the 4096 section: got %q", s)
+	}
+	if err := writeGenerated(f, genSection(2048), "again\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(f)
+	if s := string(b); !strings.Contains(s, genBegin+"\nagain\n"+genEnd) || !strings.Contains(s, b4+"\nmtu4096\n"+e4) {
+		t.Errorf("rewriting the default section: got %q", s)
+	}
 	g := filepath.Join(t.TempDir(), "x.md")
-	if err := writeGenerated(g, "first\n"); err != nil {
+	if err := writeGenerated(g, "bench-nic", "first\n"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(g); !strings.Contains(string(b), genBegin+"\nfirst\n"+genEnd) {

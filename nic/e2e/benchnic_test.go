@@ -17,6 +17,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/pathmtu"
+	tbtopo "github.com/softmrc/softmrc/testbed/topo"
 )
 
 // BenchmarkNICCompare is `make bench-nic`: the soft NIC against this
@@ -24,8 +28,8 @@ import (
 // alternating rounds. Each round measures, on each path:
 //
 //   - with mrc-nicd stopped (no XDP program on the ports, as a kernel user
-//     has them): a raw AF_XDP sender → receiver of mrc-nicd's own 2048-byte
-//     data frames on port 0 (the floor), one kernel TCP stream, on clos-2p
+//     has them): a raw AF_XDP sender → receiver of mrc-nicd's own data
+//     frames (a payload of MRC_BENCH_ROCE_MTU bytes) on port 0 (the floor), one kernel TCP stream, on clos-2p
 //     one kernel MPTCP connection with one subflow per plane, and a 2-byte
 //     kernel UDP ping-pong;
 //   - then with mrc-nicd started on both hosts: mrc-write-bw for each size
@@ -55,7 +59,7 @@ func BenchmarkNICCompare(b *testing.B) {
 		out := res.markdown(cfg)
 		fmt.Print(out)
 		if cfg.out != "" {
-			if err := writeGenerated(cfg.out, out); err != nil {
+			if err := writeGenerated(cfg.out, genSection(cfg.roceMTU), out); err != nil {
 				b.Fatal(err)
 			}
 			fmt.Fprintf(os.Stderr, "bench-nic: wrote %s\n", cfg.out)
@@ -89,6 +93,24 @@ type benchNICConfig struct {
 	cmdline string
 	nicArgs []string
 	base    string // MRC_BENCH_BASE_BIN: older binaries to alternate with, for before/after ratios
+	roceMTU int    // MRC_BENCH_ROCE_MTU: the NICs' RoCE MTU; the links are sized for it
+}
+
+// benchLinkMTU is the veth path's interface MTU for RoCE MTU m: the
+// testbed's default link MTU (3500), or what m's frames need where that is
+// more. Kernel TCP and UDP use the same links, so every baseline sees the
+// MTU the NIC gets.
+func benchLinkMTU(m int) int { return max(3500, pathmtu.IfMTU(m, false)) }
+
+// closLinkMTU is the interface MTU mrc-testbed up --roce-mtu m gives
+// clos-2p's links (the same code: the preset with that RoCE MTU).
+func closLinkMTU(m int) int {
+	t, err := tbtopo.Preset("clos-2p")
+	if err != nil {
+		return 0
+	}
+	t.SetRoCEMTU(m)
+	return t.MTU
 }
 
 func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
@@ -109,6 +131,10 @@ func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
 		cmdline: cmp.Or(os.Getenv("MRC_BENCH_CMD"), "go test -run '^$' -bench NICCompare -benchtime 1x ./nic/e2e/"),
 		nicArgs: strings.Fields(os.Getenv("MRC_NICD_ARGS")),
 		base:    os.Getenv("MRC_BENCH_BASE_BIN"),
+		roceMTU: atoi("MRC_BENCH_ROCE_MTU", "2048"),
+	}
+	if c.roceMTU != 1024 && c.roceMTU != 2048 && c.roceMTU != 4096 {
+		tb.Fatalf("MRC_BENCH_ROCE_MTU=%d: want 1024, 2048 or 4096 (a RoCE MTU)", c.roceMTU)
 	}
 	if c.base != "" {
 		if _, err := os.Stat(filepath.Join(c.base, "mrc-nicd")); err != nil {
@@ -191,6 +217,7 @@ const (
 	mRawTxCPU = "raw AF_XDP sender thread CPU, ms per GB"
 	mRawRxCPU = "raw AF_XDP receiver thread CPU, ms per GB"
 	mTCP      = "kernel TCP 1 stream, Gb/s"
+	mTCPPkt   = "kernel TCP mean packet sent by h0's port 0 (one per skb), bytes"
 	mMPTCP    = "kernel MPTCP 1 subflow/plane, Gb/s"
 	mUDP      = "kernel UDP ping-pong 2 B half RTT, µs"
 )
@@ -250,11 +277,11 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 	for _, p := range cfg.paths {
 		switch p {
 		case "veth":
-			tp := newTopoStart(b, 1, false)
+			tp := newTopoMTU(b, 1, false, benchLinkMTU(cfg.roceMTU), cfg.roceMTU)
 			paths = append(paths, path{p, tp, tp})
 		case "clos":
 			progress("bringing up clos-2p (ecmp mode)")
-			m, k := fabricPairStart(b, "h0", "h3", false)
+			m, k := fabricPairStartMTU(b, "h0", "h3", false, cfg.roceMTU)
 			setupMPTCP(b, k)
 			paths = append(paths, path{p, m, k})
 		}
@@ -271,16 +298,26 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 			tag := fmt.Sprintf("round %d/%d %s", round+1, cfg.rounds, p.name)
 			raw := rawXDPRun(b, p.kern.h[0], p.kern.h[1], 0, d)
 			fps := raw.fps
-			res.add(p.name, mRaw, round, fps*2048*8/1e9)
-			if gb := float64(raw.got) * 2048 / 1e9; gb > 0 {
+			res.add(p.name, mRaw, round, fps*float64(raw.payload)*8/1e9)
+			if gb := float64(raw.got) * float64(raw.payload) / 1e9; gb > 0 {
 				res.add(p.name, mRawTxCPU, round, float64(raw.txCPU.Milliseconds())/gb)
 				res.add(p.name, mRawRxCPU, round, float64(raw.rxCPU.Milliseconds())/gb)
 			}
 			progress("%s: raw AF_XDP %.3f Mpps, %.2f Gb/s payload (%d frames sent, %d received; CPU %.2f s sender, %.2f s receiver)",
-				tag, fps/1e6, fps*2048*8/1e9, raw.sent, raw.got, raw.txCPU.Seconds(), raw.rxCPU.Seconds())
+				tag, fps/1e6, fps*float64(raw.payload)*8/1e9, raw.sent, raw.got, raw.txCPU.Seconds(), raw.rxCPU.Seconds())
+			// What the kernel puts on the wire per packet: on a bare veth
+			// pair TSO skbs of up to 64 KiB cross it whole; through the XDP
+			// fabric they are segmented to the link MTU before h0's port.
+			port0 := p.kern.h[0].cfg.Ports[0].Interface
+			pk0, by0 := linkCounters(b, p.kern.h[0].ns, port0, "tx")
 			tcp := tcpStream(b, p.kern, d)
+			pk1, by1 := linkCounters(b, p.kern.h[0].ns, port0, "tx")
 			res.add(p.name, mTCP, round, tcp*8/1e9)
-			progress("%s: kernel TCP %.2f Gb/s", tag, tcp*8/1e9)
+			if pk1 > pk0 {
+				res.add(p.name, mTCPPkt, round, float64(by1-by0)/float64(pk1-pk0))
+			}
+			progress("%s: kernel TCP %.2f Gb/s (%d packets of %.0f bytes on average left h0's %s)", tag, tcp*8/1e9,
+				pk1-pk0, float64(by1-by0)/float64(max(pk1-pk0, 1)), port0)
 			if p.name == "clos" {
 				mp, share := mptcpStream(b, p.kern, d)
 				res.add(p.name, mMPTCP, round, mp*8/1e9)
@@ -317,7 +354,8 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 				for _, c := range cfg.bw {
 					var bw bwJSON
 					cpu0 := daemonTicks(b, p.mrc.h[:])
-					runJSON(b, p.mrc, "mrc-write-bw", &bw, "-s", strconv.Itoa(c.size), "-q", strconv.Itoa(c.qps), "-D", strconv.Itoa(cfg.secs))
+					// -m: the tool refuses to run if the daemon's MTU is not the one asked for.
+					runJSON(b, p.mrc, "mrc-write-bw", &bw, "-s", strconv.Itoa(c.size), "-q", strconv.Itoa(c.qps), "-D", strconv.Itoa(cfg.secs), "-m", strconv.Itoa(cfg.roceMTU))
 					cpu1 := daemonTicks(b, p.mrc.h[:])
 					if len(bw.Results) != 1 {
 						b.Fatalf("%s: mrc-write-bw results: %+v", tag, bw)
@@ -347,7 +385,7 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 				}
 				for _, s := range cfg.lat {
 					var lat latJSON
-					runJSON(b, p.mrc, "mrc-write-lat", &lat, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter))
+					runJSON(b, p.mrc, "mrc-write-lat", &lat, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter), "-m", strconv.Itoa(cfg.roceMTU))
 					if len(lat.Results) != 1 {
 						b.Fatalf("%s: mrc-write-lat results: %+v", tag, lat)
 					}
@@ -604,8 +642,9 @@ func (r *benchNICResult) ratios() []ratio {
 
 func (r *benchNICResult) markdown(cfg benchNICConfig) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "Command: `%s`, %s UTC, %s, kernel %s, %d CPUs. %d alternating rounds of %d s per bandwidth measurement and %d iterations per latency one; load average %s before, %s after.\n\n",
-		cfg.cmdline, r.start.UTC().Format("2006-01-02 15:04"), r.end.Sub(r.start).Round(time.Second), r.kernel, runtime.NumCPU(), cfg.rounds, cfg.secs, cfg.latIter, r.loadBefore, r.loadAfter)
+	fmt.Fprintf(&w, "Command: `%s`, %s UTC, %s, kernel %s, %d CPUs. %d alternating rounds of %d s per bandwidth measurement and %d iterations per latency one; load average %s before, %s after. RoCE MTU %d (data frames of up to %d bytes on the wire); interface MTU %d on the veth pair and %d on clos-2p, for the kernel's packets too.\n\n",
+		cfg.cmdline, r.start.UTC().Format("2006-01-02 15:04"), r.end.Sub(r.start).Round(time.Second), r.kernel, runtime.NumCPU(), cfg.rounds, cfg.secs, cfg.latIter, r.loadBefore, r.loadAfter,
+		cfg.roceMTU, pathmtu.FrameLen(cfg.roceMTU, false), benchLinkMTU(cfg.roceMTU), closLinkMTU(cfg.roceMTU))
 	fmt.Fprintf(&w, "**Ratios** (each within one round; median, range over the rounds):\n\n")
 	fmt.Fprintf(&w, "| path | ratio | median | range | better |\n|---|---|---|---|---|\n")
 	for _, x := range r.ratios() {
@@ -654,11 +693,26 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-const genBegin, genEnd = "<!-- bench-nic:begin (generated by make bench-nic; edits here are overwritten) -->", "<!-- bench-nic:end -->"
+// genMarkers are the lines around a generated section. The default RoCE
+// MTU's run owns "bench-nic"; a run at another MTU writes its own section
+// ("bench-nic-mtu4096"), so that the file can hold both side by side.
+func genMarkers(section string) (begin, end string) {
+	return "<!-- " + section + ":begin (generated by make bench-nic; edits here are overwritten) -->", "<!-- " + section + ":end -->"
+}
 
-// writeGenerated replaces the text between the markers in file (made with
-// the markers if missing), leaving the rest of the file as it was.
-func writeGenerated(file, body string) error {
+// genSection names the generated section of a run at RoCE MTU m.
+func genSection(m int) string {
+	if m == config.DefaultMTU {
+		return "bench-nic"
+	}
+	return fmt.Sprintf("bench-nic-mtu%d", m)
+}
+
+// writeGenerated replaces the text between section's markers in file (made
+// with the markers at the end if missing), leaving the rest of the file as
+// it was.
+func writeGenerated(file, section, body string) error {
+	genBegin, genEnd := genMarkers(section)
 	old, err := os.ReadFile(file)
 	if err != nil && !os.IsNotExist(err) {
 		return err

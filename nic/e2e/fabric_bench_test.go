@@ -37,6 +37,13 @@ func fabricPair(tb testing.TB, from, to string) (mrc, tcp *topo) {
 // tcp's hosts then carry every port's address (plane order) and the config.
 func fabricPairStart(tb testing.TB, from, to string, start bool) (mrc, tcp *topo) {
 	tb.Helper()
+	return fabricPairStartMTU(tb, from, to, start, 0)
+}
+
+// fabricPairStartMTU is fabricPairStart with the NICs' RoCE MTU (mrc-testbed
+// up --roce-mtu; the links follow it); 0 keeps the testbed's default.
+func fabricPairStartMTU(tb testing.TB, from, to string, start bool, roceMTU int) (mrc, tcp *topo) {
+	tb.Helper()
 	bin := bins(tb)
 	tbBin := filepath.Join(bin, "mrc-testbed")
 	if _, err := exec.LookPath(tbBin); err != nil {
@@ -53,8 +60,11 @@ func fabricPairStart(tb testing.TB, from, to string, start bool) (mrc, tcp *topo
 			tb.Errorf("testbed down: %v: %s", err, out)
 		}
 	})
-	out, err := exec.Command(tbBin, "up", "--preset", "clos-2p", "--mode", "ecmp", "--prefix", prefix,
-		"--dir", dir, "--bin", bin).CombinedOutput()
+	args := []string{"up", "--preset", "clos-2p", "--mode", "ecmp", "--prefix", prefix, "--dir", dir, "--bin", bin}
+	if roceMTU != 0 {
+		args = append(args, "--roce-mtu", strconv.Itoa(roceMTU))
+	}
+	out, err := exec.Command(tbBin, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("testbed up --preset clos-2p --mode ecmp: %v: %s", err, out)
 	}
@@ -90,19 +100,29 @@ func fabricPairStart(tb testing.TB, from, to string, start bool) (mrc, tcp *topo
 // linkBytes reads an interface's rx or tx byte counter in namespace ns.
 func linkBytes(tb testing.TB, ns, ifname, dir string) uint64 {
 	tb.Helper()
+	_, n := linkCounters(tb, ns, ifname, dir)
+	return n
+}
+
+// linkCounters reads an interface's rx or tx packet and byte counters in
+// namespace ns. A veth counts one packet per skb it passes, so bytes over
+// packets is the size of what crossed it (a GSO skb counts once).
+func linkCounters(tb testing.TB, ns, ifname, dir string) (packets, bytes uint64) {
+	tb.Helper()
 	out, err := exec.Command("ip", "-n", ns, "-j", "-s", "link", "show", "dev", ifname).Output()
 	if err != nil {
 		tb.Fatalf("ip -n %s -s link show %s: %v", ns, ifname, err)
 	}
 	var links []struct {
 		Stats map[string]struct {
-			Bytes uint64 `json:"bytes"`
+			Packets uint64 `json:"packets"`
+			Bytes   uint64 `json:"bytes"`
 		} `json:"stats64"`
 	}
 	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
 		tb.Fatalf("ip -j -s link show %s in %s: %v: %s", ifname, ns, err, out)
 	}
-	return links[0].Stats[dir].Bytes
+	return links[0].Stats[dir].Packets, links[0].Stats[dir].Bytes
 }
 
 // BenchmarkFabricTCP compares, in one run and through the same XDP switch
