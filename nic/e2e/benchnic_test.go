@@ -94,6 +94,9 @@ type benchNICConfig struct {
 	nicArgs []string
 	base    string // MRC_BENCH_BASE_BIN: older binaries to alternate with, for before/after ratios
 	roceMTU int    // MRC_BENCH_ROCE_MTU: the NICs' RoCE MTU; the links are sized for it
+	// MRC_BENCH_BUSY_POLL: the latency is measured again with the daemons
+	// started with -busy-poll this long (0: not).
+	busyPoll time.Duration
 }
 
 // benchLinkMTU is the veth path's interface MTU for RoCE MTU m: the
@@ -170,6 +173,11 @@ func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
 		tb.Fatalf("MRC_BENCH_IDLE=%q: want a duration from 0 (skip) to 1m", os.Getenv("MRC_BENCH_IDLE"))
 	}
 	c.idle = idle
+	bp, err := time.ParseDuration(cmp.Or(os.Getenv("MRC_BENCH_BUSY_POLL"), "200us"))
+	if err != nil || bp < 0 || bp > 10*time.Millisecond {
+		tb.Fatalf("MRC_BENCH_BUSY_POLL=%q: want a duration from 0 (skip) to 10ms", os.Getenv("MRC_BENCH_BUSY_POLL"))
+	}
+	c.busyPoll = bp
 	return c
 }
 
@@ -233,6 +241,11 @@ func bwName(c bwCase) string {
 }
 func latName(size int) string {
 	return fmt.Sprintf("mrc-write-lat %s t_typical (half RTT), µs", sizeName(size))
+}
+
+// latBusyName names the latency measured with the daemons' busy polling on.
+func latBusyName(size int, busy time.Duration) string {
+	return fmt.Sprintf("mrc-write-lat %s, mrc-nicd -busy-poll %v t_typical (half RTT), µs", sizeName(size), busy)
 }
 
 func sizeName(n int) string {
@@ -383,14 +396,32 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 						}
 					}
 				}
-				for _, s := range cfg.lat {
-					var lat latJSON
-					runJSON(b, p.mrc, "mrc-write-lat", &lat, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter), "-m", strconv.Itoa(cfg.roceMTU))
-					if len(lat.Results) != 1 {
-						b.Fatalf("%s: mrc-write-lat results: %+v", tag, lat)
+				lat := func(name func(int) string) {
+					for _, s := range cfg.lat {
+						var out latJSON
+						runJSON(b, p.mrc, "mrc-write-lat", &out, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter), "-m", strconv.Itoa(cfg.roceMTU))
+						if len(out.Results) != 1 {
+							b.Fatalf("%s: mrc-write-lat results: %+v", tag, out)
+						}
+						res.add(p.name, prefix+name(s), round, out.Results[0].Typical)
+						progress("%s: %s%s: %.1f µs", tag, prefix, strings.TrimSuffix(name(s), " t_typical (half RTT), µs"), out.Results[0].Typical)
 					}
-					res.add(p.name, prefix+latName(s), round, lat.Results[0].Typical)
-					progress("%s: %smrc-write-lat %s: %.1f µs", tag, prefix, sizeName(s), lat.Results[0].Typical)
+				}
+				lat(latName)
+				if cfg.busyPoll > 0 && bin == "" {
+					// The same latency with both daemons' run loops spinning
+					// for busyPoll after each event: the issue's "with busy
+					// polling on". The daemons restart with the option.
+					arg := "-busy-poll=" + cfg.busyPoll.String()
+					for _, h := range p.mrc.h {
+						h.stop()
+						h.extra = append(h.extra, arg)
+						h.start(b)
+					}
+					lat(func(s int) string { return latBusyName(s, cfg.busyPoll) })
+					for _, h := range p.mrc.h {
+						h.extra = slices.DeleteFunc(h.extra, func(a string) bool { return a == arg })
+					}
 				}
 				for _, h := range p.mrc.h {
 					h.stop()
