@@ -34,6 +34,7 @@ func main() {
 	cpuProf := flag.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof)")
 	busyPoll := flag.Duration("busy-poll", -1, "override the config's busy_poll (e.g. 50us; 0 = sleep at once)")
 	kickThread := flag.Bool("kick-thread", false, "override the config's kick_thread: each port's transmit kicks on a thread of its own (-kick-thread=false turns it off)")
+	busyAlways := flag.Bool("busy-poll-always", false, "override the config's busy_poll_always: spin for busy_poll even while the run loop waits for a CPU (by default it stops spinning then)")
 	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
 	stallClock := flag.Bool("stall-clock", false, "override the config's stall_clock: time the loop was kept off the CPU with ACKs waiting does not count against the engine's timers (docs/nic.md)")
 	loopNice := flag.Int("loop-nice", 0, "override the config's loop_nice: the run loop thread's nice value, -20..19 (below 0 needs CAP_SYS_NICE)")
@@ -75,6 +76,9 @@ func main() {
 		}
 		if f.Name == "kick-thread" {
 			cfg.KickThread = *kickThread
+		}
+		if f.Name == "busy-poll-always" {
+			cfg.BusyPollAlways = *busyAlways
 		}
 		if f.Name == "loop-nice" {
 			cfg.LoopNice = *loopNice

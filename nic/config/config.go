@@ -111,6 +111,11 @@ type Config struct {
 	// once. Polling saves a scheduler wakeup per message (lower latency)
 	// and costs that much CPU per idle period.
 	BusyPoll time.Duration `yaml:"busy_poll,omitempty"`
+	// BusyPollAlways keeps busy_poll on while the run loop's thread waits
+	// for a CPU. By default the loop stops spinning while it has waited
+	// for more than a quarter of the last 10 ms (the spin takes a CPU
+	// another thread needs) and spins again below a tenth.
+	BusyPollAlways bool `yaml:"busy_poll_always,omitempty"`
 	// StallClock takes the time the run loop's thread was kept off the CPU
 	// (beyond 500 µs, with a receive backlog and data in flight) off the
 	// engine's clock, so that a stall does not fire the timers of packets

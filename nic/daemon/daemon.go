@@ -84,6 +84,7 @@ type Daemon struct {
 	clk   loopClock  // the engine's clock (rx.go); loop only
 	drain stallDrain // the backlog a stall left (rx.go); loop only
 	gaps  gapWatch   // turns that start late (loopgap.go); loop only
+	spin  spinGate   // busy_poll off while the host is short of CPU (spingate.go); loop only
 	// gapSlept is the loop's sleep that the gap watch does not count: each
 	// sleep up to the timeout it asked for, so that a wake-up the scheduler
 	// delays beyond it is a gap; loop only.
@@ -161,6 +162,7 @@ type counters struct {
 	gaps           atomic.Uint64 `metric:"loop_gaps" help:"Run-loop turns that started 50 ms or more after the previous one, the loop's own sleep not counted: times no port was served (each is logged with its cause)."`
 	gapMaxNs       atomic.Uint64 `metric:"loop_gap_max_ns" help:"The longest time between two run-loop turns so far, the loop's own sleep not counted, ns."`
 	stallHeldTurns atomic.Uint64 `metric:"loop_stall_held_turns" help:"Loop turns whose transmit ran with the engine's timers held: the ACKs a stall left queued were still being read."`
+	spinOffs       atomic.Uint64 `metric:"busy_poll_offs" help:"Times busy polling was turned off because the run loop had waited for a CPU for more than a quarter of 10 ms (it turns back on below a tenth)."`
 }
 
 // qpState is the daemon's view of one engine QP.
@@ -473,6 +475,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 	}
 	busy := d.cfg.BusyPoll
+	if busy > 0 && !d.cfg.BusyPollAlways {
+		d.spin.read = stats.read
+	}
 	var lastWork time.Time
 	for {
 		if ctx.Err() != nil {
@@ -538,9 +543,18 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 		// Busy-poll for a bounded time before sleeping: the next frame or
 		// request is seen without a scheduler wakeup, and requests need no
-		// eventfd write (sleep stays false).
+		// eventfd write (sleep stays false). Not while the loop's thread
+		// has been waiting for a CPU: then the spin takes a CPU another
+		// thread needs (spingate.go).
 		if busy > 0 && time.Since(lastWork) < busy {
-			continue
+			offs := d.spin.offs
+			allow := d.spin.allow(d.clk.wall())
+			if d.spin.offs != offs {
+				d.c.spinOffs.Add(1)
+			}
+			if allow {
+				continue
+			}
 		}
 		d.idle(ctx)
 	}
