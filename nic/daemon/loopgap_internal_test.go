@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -154,6 +155,17 @@ func spinCPU(d time.Duration) {
 // syncBuf is a log sink the test reads while the daemon writes.
 type syncBuf = lockedbuf.Buffer
 
+// slowWriter delays every write by d before passing it to w.
+type slowWriter struct {
+	w io.Writer
+	d time.Duration
+}
+
+func (s slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(s.d)
+	return s.w.Write(p)
+}
+
 // TestLoopGapLogged holds a running daemon's loop for one turn, first
 // asleep, then on the CPU, and checks that each hold is counted, logged
 // with what it was, and is the longest gap.
@@ -162,7 +174,9 @@ func TestLoopGapLogged(t *testing.T) {
 		t.Skipf("no /proc/thread-self/schedstat (kernel without CONFIG_SCHED_INFO): %v", err)
 	}
 	var logs syncBuf
-	d := runPipeDaemon(t, nil, &logs)
+	// A slow log sink (a loaded machine's): the test waits for the
+	// counter, so the line must be written before the counter moves.
+	d := runPipeDaemon(t, nil, slowWriter{&logs, 30 * time.Millisecond})
 
 	const hold = 120 * time.Millisecond
 	for i, tc := range []struct {
@@ -231,7 +245,7 @@ func logDuration(t *testing.T, line, key string) time.Duration {
 
 // runPipeDaemon runs a daemon with one in-memory port until the test ends,
 // its log into logs; set changes its config first.
-func runPipeDaemon(t *testing.T, set func(*config.Config), logs *syncBuf) *Daemon {
+func runPipeDaemon(t *testing.T, set func(*config.Config), logs io.Writer) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := &config.Config{Host: "h1", Mode: config.ModeECMP, EVs: 8, DeviceSocket: filepath.Join(dir, "h1.sock")}
