@@ -475,6 +475,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 	}
 	busy := d.cfg.BusyPoll
+	d.spin.offs = &d.c.spinOffs
 	if busy > 0 && !d.cfg.BusyPollAlways {
 		d.spin.read = stats.read
 	}
@@ -546,15 +547,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 		// eventfd write (sleep stays false). Not while the loop's thread
 		// has been waiting for a CPU: then the spin takes a CPU another
 		// thread needs (spingate.go).
-		if busy > 0 && time.Since(lastWork) < busy {
-			offs := d.spin.offs
-			allow := d.spin.allow(d.clk.wall())
-			if d.spin.offs != offs {
-				d.c.spinOffs.Add(1)
-			}
-			if allow {
-				continue
-			}
+		if busy > 0 && time.Since(lastWork) < busy && d.spin.allow(d.clk.wall()) {
+			continue
 		}
 		d.idle(ctx)
 	}

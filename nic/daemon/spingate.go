@@ -1,6 +1,10 @@
 package daemon
 
-import "github.com/softmrc/softmrc/internal/mrc"
+import (
+	"sync/atomic"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+)
 
 // The spin gate. busy_poll keeps the run loop polling after its last work,
 // which saves a wakeup per message when a CPU is free (docs/performance.md,
@@ -36,8 +40,9 @@ type spinGate struct {
 	ok   bool     // base was read
 	// last is the wait share of the last full window.
 	last float64
-	// offs counts the times the gate turned spinning off.
-	offs uint64
+	// offs counts the times the gate turned spinning off (the daemon's
+	// busy_poll_offs counter).
+	offs *atomic.Uint64
 	// read returns the loop thread's statistics (tests replace it).
 	read func() (schedStat, bool)
 }
@@ -57,7 +62,7 @@ func (g *spinGate) allow(now mrc.Time) bool {
 		switch {
 		case !g.off && g.last > spinOffShare:
 			g.off = true
-			g.offs++
+			g.offs.Add(1)
 		case g.off && g.last < spinOnShare:
 			g.off = false
 		}

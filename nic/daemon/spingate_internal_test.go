@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/mrc"
@@ -38,15 +39,16 @@ func TestSpinGate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var wait mrc.Time
-			g := spinGate{read: func() (schedStat, bool) { return schedStat{wait: wait}, !tc.noStats }}
+			var offs atomic.Uint64
+			g := spinGate{offs: &offs, read: func() (schedStat, bool) { return schedStat{wait: wait}, !tc.noStats }}
 			for i, s := range tc.steps {
 				wait = s.wait
 				if got := g.allow(s.at); got != s.want {
 					t.Fatalf("step %d (t=%v, wait=%v): allow %v, want %v (last share %.2f)", i, s.at, s.wait, got, s.want, g.last)
 				}
 			}
-			if g.offs != tc.offs {
-				t.Errorf("offs %d, want %d", g.offs, tc.offs)
+			if offs.Load() != tc.offs {
+				t.Errorf("offs %d, want %d", offs.Load(), tc.offs)
 			}
 		})
 	}
