@@ -66,6 +66,12 @@ const (
 	DefaultEVs          = mrc.DefaultNumEVs // the brief's 128–256 EVs per QP
 	DefaultMTU          = mrc.DefaultMTU
 	DefaultDeviceSocket = "/run/mrc/nic.sock"
+	// DefaultBusyPoll is busy_poll when the file leaves it out: long
+	// enough to outlast half a round trip through a fabric of veths (50-90
+	// µs on the machines measured), where shorter spins bought nothing
+	// (docs/performance.md, "Busy polling on a quiet machine"); the spin
+	// gate stops it while the host is short of CPU.
+	DefaultBusyPoll = 200 * time.Microsecond
 )
 
 // Config is one mrc-nicd configuration.
@@ -108,9 +114,10 @@ type Config struct {
 	LogLevel string `yaml:"log_level,omitempty"`
 	// BusyPoll is how long the run loop keeps polling its rings and
 	// requests after the last work before it sleeps in ppoll; 0 sleeps at
-	// once. Polling saves a scheduler wakeup per message (lower latency)
-	// and costs that much CPU per idle period.
-	BusyPoll time.Duration `yaml:"busy_poll,omitempty"`
+	// once, left out (nil) is DefaultBusyPoll. Polling saves a scheduler
+	// wakeup per message (lower latency) and costs that much CPU per idle
+	// period. A pointer because 0 (never spin) and left out differ.
+	BusyPoll *time.Duration `yaml:"busy_poll,omitempty"`
 	// BusyPollAlways keeps busy_poll on while the run loop's thread waits
 	// for a CPU. By default the loop stops spinning while it has waited
 	// for more than a quarter of the last 10 ms (the spin takes a CPU
@@ -345,9 +352,21 @@ func (c *Config) SetDefaults() {
 	if c.Attach == "" {
 		c.Attach = "auto"
 	}
+	if c.BusyPoll == nil {
+		d := DefaultBusyPoll
+		c.BusyPoll = &d
+	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+}
+
+// BusyPollFor is busy_poll: DefaultBusyPoll when it was left out.
+func (c *Config) BusyPollFor() time.Duration {
+	if c.BusyPoll == nil {
+		return DefaultBusyPoll
+	}
+	return *c.BusyPoll
 }
 
 // Validate checks c and returns every problem found, joined.
@@ -395,8 +414,8 @@ func (c *Config) Validate() error {
 	if c.LoopNice < -20 || c.LoopNice > 19 {
 		bad("loop_nice %d: want -20 (most favoured) .. 19, or 0 to leave the thread as started", c.LoopNice)
 	}
-	if c.BusyPoll < 0 || c.BusyPoll > time.Second {
-		bad("busy_poll %v: want 0 (sleep at once) up to 1s, typically 20us-200us", c.BusyPoll)
+	if b := c.BusyPollFor(); b < 0 || b > time.Second {
+		bad("busy_poll %v: want 0 (sleep at once) up to 1s, typically 20us-200us (left out: %v)", b, DefaultBusyPoll)
 	}
 	if c.DeviceSocket == "" {
 		bad("device_socket is empty: give the unix socket path applications open")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/wire"
+	"gopkg.in/yaml.v3"
 )
 
 const good = `version: 1
@@ -150,13 +151,40 @@ func errorsUnwrapAll(err error) error {
 	}
 }
 
+// busy_poll left out is DefaultBusyPoll, an explicit 0 is off, and both
+// survive being written back (mrc-testbed writes the hosts' files).
 func TestBusyPoll(t *testing.T) {
-	c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\nbusy_poll: 50us", 1)), "busy")
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, line string
+		want       time.Duration
+	}{
+		{"left out", "", DefaultBusyPoll},
+		{"off", "busy_poll: 0s", 0},
+		{"50us", "busy_poll: 50us", 50 * time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\n"+tc.line, 1)), "busy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.BusyPollFor() != tc.want {
+				t.Fatalf("busy_poll = %v, want %v", c.BusyPollFor(), tc.want)
+			}
+			b, err := yaml.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := Parse(b, "written back")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.BusyPollFor() != tc.want {
+				t.Fatalf("written back and read again: busy_poll = %v, want %v\n%s", again.BusyPollFor(), tc.want, b)
+			}
+		})
 	}
-	if c.BusyPoll != 50*time.Microsecond {
-		t.Errorf("busy_poll = %v, want 50µs", c.BusyPoll)
+	if got := (&Config{}).BusyPollFor(); got != DefaultBusyPoll {
+		t.Fatalf("a Config built in code without SetDefaults: busy_poll %v, want %v", got, DefaultBusyPoll)
 	}
 }
 

@@ -145,6 +145,7 @@ type postQueue struct {
 type counters struct {
 	loops          atomic.Uint64 `metric:"loops" help:"Run-loop iterations."`
 	sleeps         atomic.Uint64 `metric:"sleeps" help:"Times the run loop slept waiting for work."`
+	spinTurns      atomic.Uint64 `metric:"busy_poll_turns" help:"Run-loop iterations that found no work and polled again instead of sleeping (busy_poll after the last work)."`
 	wakes          atomic.Uint64 `metric:"wakes" help:"Times the run loop was woken."`
 	rxFrames       atomic.Uint64 `metric:"rx_frames" help:"Frames the run loop took from the ports."`
 	txFrames       atomic.Uint64 `metric:"tx_frames" help:"Frames the run loop handed to the ports."`
@@ -474,7 +475,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
 		}
 	}
-	busy := d.cfg.BusyPoll
+	busy := d.cfg.BusyPollFor()
 	d.spin.offs = &d.c.spinOffs
 	if busy > 0 && !d.cfg.BusyPollAlways {
 		d.spin.read = stats.read
@@ -548,6 +549,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		// has been waiting for a CPU: then the spin takes a CPU another
 		// thread needs (spingate.go).
 		if busy > 0 && time.Since(lastWork) < busy && d.spin.allow(d.clk.wall()) {
+			d.c.spinTurns.Add(1)
 			continue
 		}
 		d.idle(ctx)

@@ -303,7 +303,7 @@ func TestDoorbellOnlyWhenAsleep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// busy_poll_always: on a loaded test machine the spin gate
 			// could stop the spinning this case is about.
-			p := daemontest.StartWith(t, 1, func(_ int, c *config.Config) { c.BusyPoll, c.BusyPollAlways = tc.busy, true })
+			p := daemontest.StartWith(t, 1, func(_ int, c *config.Config) { c.BusyPoll, c.BusyPollAlways = &tc.busy, true })
 			a := openWith(t, p.Sock[0], 4096, verbs.Options{})
 			b := openWith(t, p.Sock[1], 4096, verbs.Options{})
 			connect(t, a, b)

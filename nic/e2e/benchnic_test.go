@@ -95,7 +95,8 @@ type benchNICConfig struct {
 	base    string // MRC_BENCH_BASE_BIN: older binaries to alternate with, for before/after ratios
 	roceMTU int    // MRC_BENCH_ROCE_MTU: the NICs' RoCE MTU; the links are sized for it
 	// MRC_BENCH_BUSY_POLL: the latency is measured again with the daemons
-	// started with -busy-poll this long (0: not).
+	// started with -busy-poll this long (default 0: what the default
+	// polling saves; negative: not measured again).
 	busyPoll time.Duration
 }
 
@@ -173,11 +174,14 @@ func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
 		tb.Fatalf("MRC_BENCH_IDLE=%q: want a duration from 0 (skip) to 1m", os.Getenv("MRC_BENCH_IDLE"))
 	}
 	c.idle = idle
-	bp, err := time.ParseDuration(cmp.Or(os.Getenv("MRC_BENCH_BUSY_POLL"), "200us"))
-	if err != nil || bp < 0 || bp > 10*time.Millisecond {
-		tb.Fatalf("MRC_BENCH_BUSY_POLL=%q: want a duration from 0 (skip) to 10ms", os.Getenv("MRC_BENCH_BUSY_POLL"))
+	c.busyPoll = -1
+	if v := cmp.Or(os.Getenv("MRC_BENCH_BUSY_POLL"), "0"); v != "none" {
+		bp, err := time.ParseDuration(v)
+		if err != nil || bp < 0 || bp > 10*time.Millisecond {
+			tb.Fatalf("MRC_BENCH_BUSY_POLL=%q: want a duration from 0 (polling off) to 10ms, or none (no second latency run)", v)
+		}
+		c.busyPoll = bp
 	}
-	c.busyPoll = bp
 	return c
 }
 
@@ -243,7 +247,8 @@ func latName(size int) string {
 	return fmt.Sprintf("mrc-write-lat %s t_typical (half RTT), µs", sizeName(size))
 }
 
-// latBusyName names the latency measured with the daemons' busy polling on.
+// latBusyName names the latency measured with the daemons' -busy-poll set
+// to busy (0: off) instead of their default.
 func latBusyName(size int, busy time.Duration) string {
 	return fmt.Sprintf("mrc-write-lat %s, mrc-nicd -busy-poll %v t_typical (half RTT), µs", sizeName(size), busy)
 }
@@ -408,10 +413,11 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 					}
 				}
 				lat(latName)
-				if cfg.busyPoll > 0 && bin == "" {
-					// The same latency with both daemons' run loops spinning
-					// for busyPoll after each event: the issue's "with busy
-					// polling on". The daemons restart with the option.
+				if cfg.busyPoll >= 0 && bin == "" {
+					// The same latency with both daemons' -busy-poll set
+					// (by default to 0): the issue's "with it off, say what
+					// it costs" against the default's polling. The daemons
+					// restart with the option.
 					arg := "-busy-poll=" + cfg.busyPoll.String()
 					for _, h := range p.mrc.h {
 						h.stop()

@@ -51,7 +51,8 @@ var (
 )
 
 // bins returns the folder with mrc-nicd and the tools: $MRC_BIN (make test
-// builds them first) or a fresh build.
+// builds them first) or a fresh build of every command (the tests run the
+// mapper, mrc-ping and the collective tools too).
 func bins(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("MRC_BIN"); d != "" {
@@ -62,8 +63,7 @@ func bins(t testing.TB) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/mrc-nicd", "../../cmd/mrc-write-bw",
-			"../../cmd/mrc-write-lat", "../../cmd/mrcctl")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/...")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v: %s", err, out)
