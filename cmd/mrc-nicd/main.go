@@ -32,7 +32,7 @@ func main() {
 	capPort := flag.String("capture-port", "", "with -capture: only this port (name or interface)")
 	capMax := flag.Int("capture-max", 100000, "with -capture: stop after this many frames")
 	cpuProf := flag.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof)")
-	busyPoll := flag.Duration("busy-poll", 0, "override the config's busy_poll: keep polling this long after the last work (e.g. 50us; 0 = sleep at once; without the flag or the config's busy_poll: 200µs)")
+	busyPoll := flag.Duration("busy-poll", 0, fmt.Sprintf("override the config's busy_poll: keep polling this long after the last work (e.g. 50us; 0 = sleep at once; without the flag or the config's busy_poll: %v)", config.DefaultBusyPoll))
 	kickThread := flag.Bool("kick-thread", false, "override the config's kick_thread: each port's transmit kicks on a thread of its own (-kick-thread=false turns it off)")
 	busyAlways := flag.Bool("busy-poll-always", false, "override the config's busy_poll_always: spin for busy_poll even while the run loop waits for a CPU (by default it stops spinning then)")
 	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
