@@ -288,6 +288,11 @@ func Parse(b []byte, source string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
+		// yaml.v3 refuses a bare number for a duration ("busy_poll: 0")
+		// with a message about Go types; say what to write instead.
+		if strings.Contains(err.Error(), "into time.Duration") {
+			err = fmt.Errorf("%w (a duration needs its unit: 0s, 200us, 20ms)", err)
+		}
 		return nil, fmt.Errorf("nic config %s: %w", source, err)
 	}
 	c.SetDefaults()

@@ -183,6 +183,12 @@ func TestBusyPoll(t *testing.T) {
 			}
 		})
 	}
+	// "busy_poll: 0" is how a user writes "off"; yaml.v3 wants a unit,
+	// and the error says so.
+	_, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\nbusy_poll: 0", 1)), "busy")
+	if err == nil || !strings.Contains(err.Error(), "needs its unit: 0s") {
+		t.Fatalf("busy_poll: 0: got %v, want an error that names the unit (0s)", err)
+	}
 	if got := (&Config{}).BusyPollFor(); got != DefaultBusyPoll {
 		t.Fatalf("a Config built in code without SetDefaults: busy_poll %v, want %v", got, DefaultBusyPoll)
 	}
