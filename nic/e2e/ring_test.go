@@ -43,7 +43,7 @@ func TestWriteLatWakeups(t *testing.T) {
 			// can make the waits outlast the 1 ms hold for a whole run:
 			// the rings' bound gets up to three runs and holds if one
 			// of them meets it. Without the held wait every run reads
-			// 4.2-4.8, so a broken hold still fails all three.
+			// 4.2-5.0 (4.35-4.96 on 2026-12-05), so a broken hold still fails all three.
 			var c0, c1 map[string]uint64
 			best := math.Inf(1)
 			for attempt := 1; ; attempt++ {
