@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/run"
 	"github.com/softmrc/softmrc/testbed/topo"
@@ -33,7 +34,7 @@ import (
 
 const usage = `usage:
   mrc-testbed up FILE | up --preset NAME [--prefix P] [--dir RUNDIR] [--bin DIR] [--mode srv6|ecmp] [--dataplane xdp|kernel]
-                [--roce-mtu 1024|2048|4096] [--mtu BYTES]
+                [--roce-mtu 1024|2048|4096] [--mtu BYTES] [--nic-threads N]
   mrc-testbed plan FILE | plan --preset NAME [--prefix P] [--dir RUNDIR]
   mrc-testbed status [--dir RUNDIR | --prefix P] [--json]
   mrc-testbed fault [--dir RUNDIR | --prefix P] TARGET OP
@@ -92,6 +93,7 @@ type flags struct {
 	dataplane *string
 	roceMTU   *int
 	mtu       *int
+	threads   *int
 	json      *bool
 }
 
@@ -108,6 +110,7 @@ func newFlags(cmd string) *flags {
 		dataplane: fs.String("dataplane", "", "override the topology's dataplane: xdp | kernel"),
 		roceMTU:   fs.Int("roce-mtu", 0, "override the NICs' RoCE MTU: 1024 | 2048 | 4096 (the links' MTU follows unless given)"),
 		mtu:       fs.Int("mtu", 0, "override the links' (veth) MTU in bytes"),
+		threads:   fs.Int("nic-threads", 0, fmt.Sprintf("override the topology's nic_threads: every mrc-nicd's engine threads, 1..%d (each NIC-T0 link gets that many queues)", nicconfig.MaxThreads)),
 		json:      fs.Bool("json", false, "machine-readable output (status)"),
 	}
 }
@@ -161,6 +164,12 @@ func (f *flags) topology(pos []string) (*topo.Topology, error) {
 	}
 	if *f.roceMTU != 0 {
 		t.SetRoCEMTU(*f.roceMTU)
+	}
+	if n := *f.threads; n != 0 {
+		if n < 1 || n > nicconfig.MaxThreads {
+			return nil, fmt.Errorf("--nic-threads %d: want 1..%d", n, nicconfig.MaxThreads)
+		}
+		t.NICThreads = n
 	}
 	return t, nil
 }

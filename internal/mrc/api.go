@@ -102,6 +102,11 @@ type Config struct {
 	MTU int
 	// UDPPort is the destination port sent (default 4791).
 	UDPPort uint16
+	// QPNShards and QPNShard split the QP numbers between the engines of
+	// one NIC (mrc-nicd's --threads): this engine gives its QPs only
+	// numbers n with n % QPNShards == QPNShard, so a frame's destination QP
+	// names the engine that owns it. 0 or 1 shards: every number.
+	QPNShards, QPNShard int
 
 	// SACK coalescing (receiver): a SACK goes out after AckEvery data packets
 	// (default 4) or AckDelay after the first unacknowledged one (default

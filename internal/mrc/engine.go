@@ -109,6 +109,9 @@ func New(cfg Config, mem Memory, rng *rand.Rand) (*Engine, error) {
 	if mem == nil || rng == nil {
 		return nil, configErr("memory and rng are required")
 	}
+	if cfg.QPNShards < 0 || cfg.QPNShards > 64 || cfg.QPNShard < 0 || (cfg.QPNShards > 1 && cfg.QPNShard >= cfg.QPNShards) {
+		return nil, configErr("QPNShard = %d of QPNShards = %d, want 0 <= shard < shards <= 64", cfg.QPNShard, cfg.QPNShards)
+	}
 	if cfg.AckEvery <= 0 {
 		cfg.AckEvery = 4
 	}
@@ -151,9 +154,13 @@ func (e *Engine) CreateQP(c QPConfig) (wire.QPN, error) {
 	if err := c.setDefaults(); err != nil {
 		return 0, err
 	}
+	shards, shard := wire.QPN(1), wire.QPN(0)
+	if e.cfg.QPNShards > 1 {
+		shards, shard = wire.QPN(e.cfg.QPNShards), wire.QPN(e.cfg.QPNShard)
+	}
 	for {
 		e.nextQP = (e.nextQP + 1) & wire.QPNMask
-		if e.nextQP > wire.QPEndpoint && e.qps[e.nextQP] == nil {
+		if e.nextQP > wire.QPEndpoint && e.nextQP%shards == shard && e.qps[e.nextQP] == nil {
 			break
 		}
 	}

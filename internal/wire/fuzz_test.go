@@ -78,6 +78,9 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if q, ok := PeekDestQP(frame); !ok || q != p.DestQP {
+			t.Fatalf("PeekDestQP = %#x, %v; Decode found %#x", q, ok, p.DestQP)
+		}
 		saved := append([]byte(nil), frame...)
 		if a, b := CheckICRC(frame, &p), CheckICRCInPlace(frame, &p); a != b {
 			t.Fatalf("CheckICRC %v, CheckICRCInPlace %v", a, b)

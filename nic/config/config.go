@@ -72,7 +72,13 @@ const (
 	// (docs/performance.md, "Busy polling on a quiet machine"); the spin
 	// gate stops it while the host is short of CPU.
 	DefaultBusyPoll = 200 * time.Microsecond
+	// MaxThreads bounds threads: the steering program's socket map has 64
+	// queues, and a shard's hand-off rings grow with the square.
+	MaxThreads = 16
 )
+
+// ThreadCount is threads with 0 read as 1.
+func (c *Config) ThreadCount() int { return max(c.Threads, 1) }
 
 // Config is one mrc-nicd configuration.
 type Config struct {
@@ -144,8 +150,20 @@ type Config struct {
 	// every process). Only the loop's thread: the sessions' goroutines and
 	// the telemetry encoder stay at the daemon's priority. Below 0 needs
 	// CAP_SYS_NICE; without it the daemon logs a warning and runs on.
-	LoopNice int    `yaml:"loop_nice,omitempty"`
-	Ports    []Port `yaml:"ports"`
+	LoopNice int `yaml:"loop_nice,omitempty"`
+	// Threads is the number of engine threads (shards): each runs its own
+	// engine on its own locked OS thread with its own AF_XDP socket on
+	// queue Queue+i of every port, and owns the QPs whose number is i
+	// modulo Threads. A session's QPs all live on one thread (the one with
+	// the fewest sessions when it first asks); a frame received on another
+	// thread's queue is handed over. Each interface needs Queue+Threads
+	// queues (ip link add ... numrxqueues N numtxqueues N). 0 or 1: one
+	// thread, today's daemon (docs/nic.md "More than one core").
+	Threads int    `yaml:"threads,omitempty"`
+	Ports   []Port `yaml:"ports"`
+	// EngineThread is set by mrc-nicd on each engine thread's copy of the
+	// config (0..Threads-1); never read from a file.
+	EngineThread int `yaml:"-"`
 }
 
 // CC are the congestion-control options handed to the engine.
@@ -439,6 +457,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Ports) == 0 {
 		bad("no ports: give one port per plane")
+	}
+	if c.Threads < 0 || c.Threads > MaxThreads {
+		bad("threads %d: want 1..%d engine threads (0 means 1)", c.Threads, MaxThreads)
 	}
 	names := map[string]bool{}
 	planes := map[int]bool{}

@@ -53,6 +53,9 @@ type Options struct {
 	Capture     string
 	CapturePort string
 	CaptureMax  int
+
+	// shard is set on the daemons of one NIC's engine threads (shard.go).
+	shard *shardOpts
 }
 
 // Daemon is one soft NIC.
@@ -125,6 +128,12 @@ type Daemon struct {
 	cap      *capture
 	tele     teleState // telemetry.go
 
+	// sh and shard: with threads > 1 this daemon is engine thread shard of
+	// sh (shard.go); sh.ds[0] is the front that serves the device socket.
+	// nil with one thread.
+	sh    *shardSet
+	shard int
+
 	c counters
 }
 
@@ -148,6 +157,9 @@ type counters struct {
 	spinTurns      atomic.Uint64 `metric:"busy_poll_turns" help:"Run-loop iterations that found no work and polled again instead of sleeping (busy_poll after the last work)."`
 	wakes          atomic.Uint64 `metric:"wakes" help:"Times the run loop was woken."`
 	rxFrames       atomic.Uint64 `metric:"rx_frames" help:"Frames the run loop took from the ports."`
+	handedOut      atomic.Uint64 `metric:"shard_handoffs_out" help:"Frames this engine thread received for a QP of another thread and handed over (threads > 1)."`
+	handedIn       atomic.Uint64 `metric:"shard_handoffs_in" help:"Frames another engine thread received and handed to this one (threads > 1)."`
+	handDrops      atomic.Uint64 `metric:"shard_handoff_drops" help:"Frames dropped because the owning engine thread's hand-off queue was full (the engine recovers them as losses)."`
 	txFrames       atomic.Uint64 `metric:"tx_frames" help:"Frames the run loop handed to the ports."`
 	txBacklogFull  atomic.Uint64 `metric:"tx_queue_full" help:"Posts refused because a QP's backlog was full."`
 	postErrors     atomic.Uint64 `metric:"post_errors" help:"Work requests the engine refused."`
@@ -182,7 +194,9 @@ type qpState struct {
 const maxBacklog = 1 << 16
 
 // New builds the daemon: opens (or takes) the ports, builds the engine and
-// listens on the device socket. Run starts it.
+// listens on the device socket. Run starts it. With threads > 1 it builds
+// one daemon per engine thread (shard.go) and returns the first, which
+// serves the device socket and runs the others.
 func New(opts Options) (_ *Daemon, err error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -190,6 +204,9 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.ThreadCount() > 1 && opts.shard == nil {
+		return newSharded(opts)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -210,7 +227,20 @@ func New(opts Options) (_ *Daemon, err error) {
 	for i := range d.byPlane {
 		d.byPlane[i] = -1
 	}
-	if opts.Ports != nil {
+	if sh := opts.shard; sh != nil {
+		// An engine thread: its sockets were opened by newSharded.
+		d.sh, d.shard = sh.set, sh.index
+		d.ports = sh.ports
+		d.ifPorts = true
+		if sh.index > 0 {
+			opts.NoCarrier = true // the front watches the carriers for all
+		}
+		if sh.index == 0 {
+			if err := d.checkPathMTU(); err != nil {
+				log.Warn("daemon: the ports cannot carry the configured RoCE MTU; QPs will not connect", "err", err)
+			}
+		}
+	} else if opts.Ports != nil {
 		if len(opts.Ports) != len(cfg.Ports) {
 			return nil, fmt.Errorf("daemon: %d injected ports for %d configured", len(opts.Ports), len(cfg.Ports))
 		}
@@ -310,7 +340,14 @@ func New(opts Options) (_ *Daemon, err error) {
 			go d.watchCarrier(i, c)
 		}
 	}
-	d.svc = service.New(d, log)
+	if d.shard > 0 {
+		return d, nil // the front serves the socket and the metrics
+	}
+	var nic service.NIC = d
+	if d.sh != nil {
+		nic = &shardFront{set: d.sh}
+	}
+	d.svc = service.New(nic, log)
 	if err := d.svc.Listen(cfg.DeviceSocket); err != nil {
 		return nil, err
 	}
@@ -335,6 +372,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}()
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- d.loop(ctx) }()
+	others := d.runShards(ctx)
 	d.log.Info("mrc-nicd running", "host", d.cfg.Host, "ports", len(d.ports), "mode", d.cfg.Mode,
 		"device_socket", d.cfg.DeviceSocket, "metrics", d.cfg.Metrics)
 	var err error
@@ -342,6 +380,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		err = <-loopErr
 	case err = <-loopErr:
+	}
+	if e := others(); err == nil {
+		err = e
 	}
 	d.log.Info("mrc-nicd stopping", "loop_stalls", d.c.stalls.Load(), "stalled_off_clock", time.Duration(d.c.stalledNs.Load()),
 		"loop_gaps", d.c.gaps.Load(), "loop_gap_max", time.Duration(d.c.gapMaxNs.Load()).Round(time.Microsecond))
@@ -404,9 +445,11 @@ func (d *Daemon) now() mrc.Time { return d.clk.now() }
 func (d *Daemon) watchCarrier(i int, c *xsk.Carrier) {
 	for ev := range c.Events() {
 		up := ev.Up
-		d.portUp[i].Store(up)
 		d.log.Info("port carrier", "port", d.cfg.Ports[i].PortName(), "up", up)
-		d.enqueue(func() { d.eng.SetPortState(d.now(), wire.Plane(d.planes[i]), up) })
+		for _, s := range d.threads() {
+			s.portUp[i].Store(up)
+			s.enqueue(func() { s.eng.SetPortState(s.now(), wire.Plane(s.planes[i]), up) })
+		}
 	}
 }
 
@@ -522,6 +565,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		now := d.now()
 		got := d.receive(now)
 		work += got
+		work += d.drainInbox(now)
 		if d.drain.left > 0 {
 			// The timers wait for the ACKs a stall left queued (rx.go).
 			held := d.drain.read(got)
@@ -563,6 +607,9 @@ func (d *Daemon) rxFn(i int) func(frame []byte) {
 	plane := wire.Plane(d.planes[i])
 	return func(frame []byte) {
 		d.cap.frame(i, frame)
+		if d.sh != nil && !d.passOn(i, frame) {
+			return // another engine thread's (shard.go)
+		}
 		if oam.Is(frame) {
 			d.handleOAM(i, frame)
 			return
@@ -673,7 +720,7 @@ func (d *Daemon) idle(ctx context.Context) {
 		d.ringsAsleep(false)
 		d.sleep.Store(false)
 	}()
-	if len(d.cmds) > 0 || d.pq.n.Load() > 0 || d.ringsPending() || ctx.Err() != nil {
+	if len(d.cmds) > 0 || d.pq.n.Load() > 0 || d.ringsPending() || d.inboxPending() || ctx.Err() != nil {
 		return
 	}
 	d.c.sleeps.Add(1)

@@ -120,6 +120,13 @@ func newTopoStart(t testing.TB, planes int, start bool) *topo {
 // (0: the config default).
 func newTopoMTU(t testing.TB, planes int, start bool, linkMTU, roceMTU int) *topo {
 	t.Helper()
+	return newTopoQueues(t, planes, start, linkMTU, roceMTU, 1)
+}
+
+// newTopoQueues is newTopoMTU with veths of queues receive and transmit
+// queues each (mrc-nicd -threads needs one per engine thread).
+func newTopoQueues(t testing.TB, planes int, start bool, linkMTU, roceMTU, queues int) *topo {
+	t.Helper()
 	var r [3]byte
 	rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
@@ -134,7 +141,8 @@ func newTopoMTU(t testing.TB, planes int, start bool, linkMTU, roceMTU int) *top
 	}
 	for p := 0; p < planes; p++ {
 		a, b := fmt.Sprintf("me%s%d", id, 2*p), fmt.Sprintf("me%s%d", id, 2*p+1)
-		ip(t, "link", "add", a, "type", "veth", "peer", "name", b)
+		q := []string{"numtxqueues", fmt.Sprint(queues), "numrxqueues", fmt.Sprint(queues)}
+		ip(t, append(append(append([]string{"link", "add", a}, q...), "type", "veth", "peer", "name", b), q...)...)
 		for i, ifn := range []string{a, b} {
 			ns := tp.h[i].ns
 			ip(t, "link", "set", ifn, "netns", ns)

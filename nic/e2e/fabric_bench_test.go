@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,16 @@ func fabricPairStart(tb testing.TB, from, to string, start bool) (mrc, tcp *topo
 // up --roce-mtu; the links follow it); 0 keeps the testbed's default.
 func fabricPairStartMTU(tb testing.TB, from, to string, start bool, roceMTU int) (mrc, tcp *topo) {
 	tb.Helper()
+	var up []string
+	if roceMTU != 0 {
+		up = append(up, "--roce-mtu", strconv.Itoa(roceMTU))
+	}
+	return fabricPairUp(tb, from, to, start, up...)
+}
+
+// fabricPairUp is fabricPairStart with more mrc-testbed up arguments.
+func fabricPairUp(tb testing.TB, from, to string, start bool, upArgs ...string) (mrc, tcp *topo) {
+	tb.Helper()
 	bin := bins(tb)
 	tbBin := filepath.Join(bin, "mrc-testbed")
 	if _, err := exec.LookPath(tbBin); err != nil {
@@ -60,13 +71,10 @@ func fabricPairStartMTU(tb testing.TB, from, to string, start bool, roceMTU int)
 			tb.Errorf("testbed down: %v: %s", err, out)
 		}
 	})
-	args := []string{"up", "--preset", "clos-2p", "--mode", "ecmp", "--prefix", prefix, "--dir", dir, "--bin", bin}
-	if roceMTU != 0 {
-		args = append(args, "--roce-mtu", strconv.Itoa(roceMTU))
-	}
+	args := append([]string{"up", "--preset", "clos-2p", "--mode", "ecmp", "--prefix", prefix, "--dir", dir, "--bin", bin}, upArgs...)
 	out, err := exec.Command(tbBin, args...).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("testbed up --preset clos-2p --mode ecmp: %v: %s", err, out)
+		tb.Fatalf("testbed up --preset clos-2p --mode ecmp %s: %v: %s", strings.Join(upArgs, " "), err, out)
 	}
 	p, err := run.LoadPlan(dir)
 	if err != nil {

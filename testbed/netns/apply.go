@@ -164,6 +164,14 @@ func createVeths(p *plan.Plan) error {
 			LinkAttrs: netlink.LinkAttrs{Name: l.A.Ifname, MTU: p.MTU, HardwareAddr: ma, Namespace: netlink.NsFd(fds[l.A.NS])},
 			PeerName:  l.B.Ifname, PeerHardwareAddr: mb, PeerMTU: uint32(p.MTU), PeerNamespace: netlink.NsFd(fds[l.B.NS]),
 		}
+		if q := p.NICThreads; q > 1 && l.Kind == plan.LinkHost {
+			// One queue per engine thread of the NIC, and as many on the
+			// T0's end: a veth receives on the queue its peer sent from
+			// (or, for XDP_REDIRECT into it, the CPU's), and every queue a
+			// frame can land on needs a NIC socket.
+			v.NumTxQueues, v.NumRxQueues = q, q
+			v.PeerNumTxQueues, v.PeerNumRxQueues = uint32(q), uint32(q)
+		}
 		if err := netlink.LinkAdd(v); err != nil {
 			return fmt.Errorf("veth %s (%s/%s - %s/%s): %w", l.Name, l.A.NS, l.A.Ifname, l.B.NS, l.B.Ifname, err)
 		}

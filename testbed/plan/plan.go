@@ -62,6 +62,9 @@ type Plan struct {
 	T1PerPlane int  `yaml:"t1_per_plane"`
 	HostsPerT0 int  `yaml:"hosts_per_t0"`
 	NICs       bool `yaml:"nics"`
+	// NICThreads is every NIC's threads: (engine threads) and the queues of
+	// each NIC-T0 veth (0: one).
+	NICThreads int `yaml:"nic_threads,omitempty"`
 	// HostCapacityBps is the NIC-T0 link capacity (0 = unlimited); NICs
 	// pace their ports to it.
 	HostCapacityBps uint64 `yaml:"host_capacity_bps,omitempty"`
@@ -307,7 +310,7 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	P := &Plan{
 		Prefix: t2.Prefix, RunID: run, RunDir: o.RunDir, Mode: t2.Mode, Dataplane: t2.Dataplane,
 		Block: t2.Block, MTU: t2.MTU, RoCEMTU: t2.RoCEMTU, Planes: t2.Planes, T0PerPlane: t2.T0PerPlane,
-		T1PerPlane: t2.T1PerPlane, HostsPerT0: t2.HostsPerT0, NICs: t2.NICs, HostCapacityBps: t2.Host.CapacityBps,
+		T1PerPlane: t2.T1PerPlane, HostsPerT0: t2.HostsPerT0, NICs: t2.NICs, NICThreads: t2.NICThreads, HostCapacityBps: t2.Host.CapacityBps,
 		PinGlob: filepath.Join(BPFRoot, t2.Prefix+"-*"),
 	}
 	P.Mgmt = Mgmt{NS: nsName(t2.Prefix, "mgmt"), Bridge: "br0", MAC: MAC(KindMgmt, run, 0, 0xff), Subnet: MgmtAddr(run, 0).Masked()}

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/softmrc/softmrc/internal/probability"
+	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/testbed/yamlfields"
 )
 
@@ -51,7 +52,7 @@ func Parse(file string, data []byte) (*Topology, error) {
 	return t, nil
 }
 
-var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "roce_mtu", "nics", "links"}
+var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "roce_mtu", "nics", "nic_threads", "links"}
 var linkFields = []string{"capacity", "delay", "ecn_threshold", "ecn_max", "ecn_pmax", "trim_threshold", "buffer", "host_ecn"}
 
 // parser reads a topology file's fields (yamlfields.Parser: file:line:
@@ -110,6 +111,8 @@ func (p *parser) top(t *Topology, n *yaml.Node) error {
 			}
 		case "nics":
 			t.NICs, err = p.Bool(v, k)
+		case "nic_threads":
+			t.NICThreads, err = p.IntIn(v, k, 1, nicconfig.MaxThreads)
 		case "links":
 			err = p.Mapping(v, k, []string{"fabric", "host"}, func(kk string, vv *yaml.Node) error {
 				if kk == "fabric" {

@@ -107,6 +107,10 @@ type Topology struct {
 	// NICs asks for mrc-nicd in every host namespace (started only when the
 	// binary exists).
 	NICs bool
+	// NICThreads is every mrc-nicd's engine threads (its config's
+	// threads:); each NIC-T0 link then has that many queues on both ends.
+	// 0 or 1: one.
+	NICThreads int
 	// Fabric applies to T0-T1 links, Host to NIC-T0 links.
 	Fabric LinkSpec
 	Host   LinkSpec

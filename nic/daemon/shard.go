@@ -1,0 +1,446 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/oam"
+	"github.com/softmrc/softmrc/nic/service"
+	"github.com/softmrc/softmrc/nic/vproto"
+	"github.com/softmrc/softmrc/nic/xsk"
+)
+
+// Engine threads (config threads > 1, docs/nic.md "More than one core").
+//
+// Each thread is a whole Daemon: its own engine, run loop on a locked OS
+// thread, AF_XDP socket on queue Queue+i of every port, sessions, regions
+// and counters. The engines split the QP numbers (mrc.Config.QPNShards), so
+// a frame's BTH destination QP names its thread. A session lives on one
+// thread: the one with the fewest sessions when the session first asks
+// for anything. The first daemon (the front) serves the device socket,
+// the metrics, the carriers and the control commands, and routes each
+// request to its session's thread.
+//
+// A device picks the receive queue, not the QP (a veth by the transmit
+// queue or the CPU of the sender, a NIC's RSS by the 5-tuple, which MRC
+// varies per EV), so a frame often lands on another thread's socket. That
+// thread copies it into the owner's inbox (under the inbox's lock) and
+// wakes it; the owner hands it to its engine. A full inbox drops the frame
+// (counted); the engine recovers it as a loss. uSID OAM replies go to the
+// front, which sent the probes; endpoint frames (port status between
+// NICs, not addressed to a QP) go to every thread, because each engine
+// keeps its own peers.
+
+// maxInbox bounds the frames waiting in one thread's inbox: as many as a
+// socket's receive ring holds (a thread that does not get a CPU for a while
+// loses frames either way; 256 lost 10-20 % of the handed frames on 2
+// vCPUs under mrc-write-bw).
+const maxInbox = 2048
+
+// shardOpts makes New build one engine thread of a set.
+type shardOpts struct {
+	set   *shardSet
+	index int
+	ports []xsk.Port
+}
+
+// shardSet is one NIC's engine threads.
+type shardSet struct {
+	ds    []*Daemon // ds[0] is the front
+	inbox []inbox   // inbox[i]: frames the others received for thread i
+
+	mu     sync.Mutex
+	owners map[uint32]int // session → thread
+	load   []int          // sessions per thread
+}
+
+// inbox is one thread's queue of handed-over frames.
+type inbox struct {
+	mu     sync.Mutex
+	frames []handed
+	free   [][]byte // buffers back from the owner, for the senders to reuse
+	n      atomic.Int64
+}
+
+// handed is a frame copied from another thread's socket.
+type handed struct {
+	port int
+	buf  []byte
+}
+
+// newSharded opens every thread's sockets (the first with the steering
+// program, which the others register their queues in), builds a daemon per
+// thread and returns the front.
+func newSharded(opts Options) (_ *Daemon, err error) {
+	cfg := opts.Config
+	n := cfg.ThreadCount()
+	switch {
+	case opts.Ports != nil:
+		return nil, errors.New("daemon: threads > 1 needs AF_XDP ports (injected ports have one queue)")
+	case opts.Capture != "":
+		return nil, errors.New("daemon: -capture with threads > 1 is not supported (each thread has its own sockets): capture with threads: 1")
+	case cfg.PathProbes > 0:
+		return nil, errors.New("daemon: path_probes with threads > 1 is not supported (the probes' verdicts feed one engine): set threads: 1 or leave path_probes out")
+	}
+	log := opts.Logger
+	set := &shardSet{inbox: make([]inbox, n), owners: map[uint32]int{}, load: make([]int, n)}
+	ports := make([][]xsk.Port, n)
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, d := range set.ds {
+			d.closeResources()
+		}
+		for i := len(set.ds); i < n; i++ {
+			for _, p := range ports[i] {
+				if p != nil {
+					p.Close()
+				}
+			}
+		}
+	}()
+	for i := 0; i < n; i++ {
+		for k, p := range cfg.Ports {
+			xc := xsk.Config{Name: fmt.Sprintf("%s/t%d", p.PortName(), i), Ifname: p.Interface, Queue: p.Queue + i,
+				Attach: attachMode(cfg.Attach), Addrs: []netip.Addr{p.Address}, Logger: log, KickThread: cfg.KickThread,
+				NoSteer: i > 0}
+			if cfg.Mode == config.ModeSRv6 {
+				xc.USIDPrefixes = append(xc.USIDPrefixes, p.Locator)
+			}
+			port, err := xsk.Open(xc)
+			if err != nil {
+				return nil, fmt.Errorf("daemon: thread %d: port %s queue %d: %w (threads: %d needs %d queues on %s: ip link add ... numrxqueues %d numtxqueues %d)",
+					i, p.PortName(), p.Queue+i, err, n, p.Queue+n, p.Interface, p.Queue+n, p.Queue+n)
+			}
+			ports[i] = append(ports[i], port)
+			if i > 0 {
+				if err := ports[0][k].(*xsk.XDPPort).Steer().Register(p.Queue+i, port.FD()); err != nil {
+					return nil, fmt.Errorf("daemon: thread %d: port %s: %w", i, p.PortName(), err)
+				}
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		c := *cfg
+		c.EngineThread = i
+		o := opts
+		o.Config = &c
+		o.shard = &shardOpts{set: set, index: i, ports: ports[i]}
+		d, err := New(o)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: thread %d: %w", i, err)
+		}
+		set.ds = append(set.ds, d)
+	}
+	for _, d := range set.ds[1:] {
+		d.svc = set.ds[0].svc
+	}
+	log.Info("mrc-nicd engine threads", "threads", n)
+	return set.ds[0], nil
+}
+
+// threads returns every engine thread's daemon (d alone with one thread).
+func (d *Daemon) threads() []*Daemon {
+	if d.sh == nil {
+		return []*Daemon{d}
+	}
+	return d.sh.ds
+}
+
+// runShards starts the other threads' loops (the front's Run) and returns
+// a function that stops them, waits and releases their resources.
+func (d *Daemon) runShards(ctx context.Context) func() error {
+	if d.sh == nil || d.shard != 0 {
+		return func() error { return nil }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, len(d.sh.ds))
+	for _, s := range d.sh.ds[1:] {
+		go func() { errs <- s.loop(ctx) }()
+	}
+	return func() error {
+		cancel()
+		var all []error
+		for range d.sh.ds[1:] {
+			all = append(all, <-errs)
+		}
+		for _, s := range d.sh.ds[1:] {
+			s.running.Store(false)
+			s.closeResources()
+		}
+		return errors.Join(all...)
+	}
+}
+
+// owner returns the thread a received frame belongs to: -1 for every
+// thread (endpoint frames), and this thread for what it cannot place.
+func (sh *shardSet) owner(self int, frame []byte) int {
+	if oam.Is(frame) {
+		return 0
+	}
+	qpn, ok := wire.PeekDestQP(frame)
+	switch {
+	case !ok:
+		return self
+	case qpn == wire.QPEndpoint:
+		return -1
+	}
+	return int(qpn) % len(sh.ds)
+}
+
+// hand copies frame, received on port, into thread to's inbox; loop only
+// (the sending thread's). It reports false when the inbox was full.
+func (sh *shardSet) hand(to, port int, frame []byte) bool {
+	in := &sh.inbox[to]
+	in.mu.Lock()
+	if len(in.frames) >= maxInbox {
+		in.mu.Unlock()
+		return false
+	}
+	var buf []byte
+	if k := len(in.free); k > 0 {
+		buf, in.free = in.free[k-1][:0], in.free[:k-1]
+	}
+	in.frames = append(in.frames, handed{port: port, buf: append(buf, frame...)})
+	in.n.Add(1)
+	in.mu.Unlock()
+	return true
+}
+
+// passOn hands a frame received on port i to the threads it belongs to
+// and reports whether this thread should handle it too.
+func (d *Daemon) passOn(i int, frame []byte) (mine bool) {
+	to := d.sh.owner(d.shard, frame)
+	if to == d.shard {
+		return true
+	}
+	for j, s := range d.sh.ds {
+		if j == d.shard || (to >= 0 && j != to) {
+			continue
+		}
+		if d.sh.hand(j, i, frame) {
+			d.c.handedOut.Add(1)
+			if s.sleep.Load() {
+				s.wake()
+			}
+		} else {
+			s.c.handDrops.Add(1)
+		}
+	}
+	return to < 0
+}
+
+// drainInbox hands the frames other threads received for this one to the
+// engine; loop only.
+func (d *Daemon) drainInbox(now mrc.Time) int {
+	if d.sh == nil {
+		return 0
+	}
+	in := &d.sh.inbox[d.shard]
+	if in.n.Load() == 0 {
+		return 0
+	}
+	in.mu.Lock()
+	batch := in.frames
+	in.frames = nil
+	in.n.Store(0)
+	in.mu.Unlock()
+	for _, f := range batch {
+		d.eng.HandlePacket(now, wire.Plane(d.planes[f.port]), f.buf)
+	}
+	d.c.handedIn.Add(uint64(len(batch)))
+	in.mu.Lock()
+	for _, f := range batch {
+		if len(in.free) < maxInbox {
+			in.free = append(in.free, f.buf)
+		}
+	}
+	if in.frames == nil {
+		in.frames = batch[:0] // reuse the slice for the next batch
+	}
+	in.mu.Unlock()
+	return len(batch)
+}
+
+// inboxPending reports frames waiting in this thread's inbox.
+func (d *Daemon) inboxPending() bool {
+	return d.sh != nil && d.sh.inbox[d.shard].n.Load() > 0
+}
+
+// thread returns the thread of session owner, choosing the one with the
+// fewest sessions on its first request.
+func (sh *shardSet) thread(owner uint32) *Daemon {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.owners[owner]
+	if !ok {
+		for j := range sh.load {
+			if sh.load[j] < sh.load[i] {
+				i = j
+			}
+		}
+		sh.owners[owner] = i
+		sh.load[i]++
+	}
+	return sh.ds[i]
+}
+
+// forget drops session owner's thread (its session ended).
+func (sh *shardSet) forget(owner uint32) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if i, ok := sh.owners[owner]; ok {
+		delete(sh.owners, owner)
+		sh.load[i]--
+	}
+}
+
+// shardFront is the device socket's NIC with threads > 1: it routes each
+// session's requests to its thread and merges the control answers.
+type shardFront struct{ set *shardSet }
+
+var (
+	_ service.NIC     = (*shardFront)(nil)
+	_ service.RingNIC = (*shardFront)(nil)
+)
+
+func (f *shardFront) Info() vproto.DeviceInfo { return f.set.ds[0].Info() }
+
+func (f *shardFront) RegMR(owner uint32, fd int, req vproto.RegMR) (vproto.MRInfo, error) {
+	return f.set.thread(owner).RegMR(owner, fd, req)
+}
+
+func (f *shardFront) DeregMR(owner uint32, req vproto.DeregMR) error {
+	return f.set.thread(owner).DeregMR(owner, req)
+}
+
+func (f *shardFront) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error) {
+	return f.set.thread(owner).CreateQP(owner, req)
+}
+
+func (f *shardFront) ConnectQP(owner uint32, req vproto.ConnectQP) error {
+	return f.set.thread(owner).ConnectQP(owner, req)
+}
+
+func (f *shardFront) DestroyQP(owner uint32, qpn uint32) error {
+	return f.set.thread(owner).DestroyQP(owner, qpn)
+}
+
+func (f *shardFront) Post(owner uint32, wrs []vproto.WR) { f.set.thread(owner).Post(owner, wrs) }
+
+func (f *shardFront) AttachRing(owner uint32, memfd, doorbell int, req vproto.Ring) error {
+	return f.set.thread(owner).AttachRing(owner, memfd, doorbell, req)
+}
+
+func (f *shardFront) CloseOwner(owner uint32) {
+	f.set.thread(owner).CloseOwner(owner)
+	f.set.forget(owner)
+}
+
+// byQPN returns the thread that owns QP qpn.
+func (f *shardFront) byQPN(qpn uint32) *Daemon { return f.set.ds[int(qpn)%len(f.set.ds)] }
+
+// Ctl answers a control command: per QP on the QP's thread, NIC-wide ones
+// on every thread with the answers merged (QP rows in QP order, counters
+// summed), the rest (ports' names, denylist, OAM) on the front. Port
+// statistics are summed over the threads' sockets of each port.
+func (f *shardFront) Ctl(caller service.Caller, req vproto.CtlRequest) (any, error) {
+	ds := f.set.ds
+	switch req.Cmd {
+	case vproto.CtlEVs:
+		return f.byQPN(req.QPN).Ctl(caller, req)
+	case vproto.CtlDeny, vproto.CtlAllow:
+		if req.QPN != 0 {
+			return f.byQPN(req.QPN).Ctl(caller, req)
+		}
+		var first any
+		for i, d := range ds {
+			res, err := d.Ctl(caller, req)
+			if err != nil {
+				return nil, fmt.Errorf("thread %d: %w", i, err)
+			}
+			if i == 0 {
+				first = res
+			}
+		}
+		return first, nil
+	case vproto.CtlQPs:
+		var rows []vproto.QPRow
+		for _, d := range ds {
+			res, err := d.Ctl(caller, req)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, res.([]vproto.QPRow)...)
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].QPN < rows[j].QPN })
+		if rows == nil {
+			rows = []vproto.QPRow{}
+		}
+		return rows, nil
+	case vproto.CtlPorts:
+		res, err := ds[0].Ctl(caller, req)
+		if err != nil {
+			return nil, err
+		}
+		ports := res.([]vproto.PortStatus)
+		f.sumPortStats(ports)
+		return ports, nil
+	case vproto.CtlCounters:
+		var sum vproto.Counters
+		for i, d := range ds {
+			res, err := d.Ctl(caller, req)
+			if err != nil {
+				return nil, err
+			}
+			c := res.(vproto.Counters)
+			if i == 0 {
+				sum = c
+				sum.Engine, sum.QPs, sum.Daemon = addCounters(nil, c.Engine), addCounters(nil, c.QPs), addCounters(nil, c.Daemon)
+				continue
+			}
+			addCounters(sum.Engine, c.Engine)
+			addCounters(sum.QPs, c.QPs)
+			addCounters(sum.Daemon, c.Daemon)
+			sum.Regions += c.Regions
+			sum.Bytes += c.Bytes
+		}
+		f.sumPortStats(sum.Ports)
+		sum.Daemon["threads"] = uint64(len(ds))
+		return sum, nil
+	}
+	return ds[0].Ctl(caller, req)
+}
+
+// sumPortStats adds the other threads' socket counters of each port to the
+// front's (ports is the front's answer, a fresh copy).
+func (f *shardFront) sumPortStats(ports []vproto.PortStatus) {
+	for i := range ports {
+		ports[i].Stats = addCounters(nil, ports[i].Stats)
+		for _, d := range f.set.ds[1:] {
+			if i < len(d.ports) {
+				addCounters(ports[i].Stats, vproto.CounterMap(d.ports[i].Stats()))
+			}
+		}
+	}
+}
+
+// addCounters adds b into a (a fresh map when a is nil) and returns a.
+func addCounters(a, b map[string]uint64) map[string]uint64 {
+	if a == nil {
+		a = make(map[string]uint64, len(b))
+	}
+	for k, v := range b {
+		a[k] += v
+	}
+	return a
+}
