@@ -55,7 +55,9 @@ func TestThreadsVerified(t *testing.T) {
 	tp, _ := fabricPairUp(t, "h0", "h3", true, "--nic-threads", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	args := func(port string) []string { return []string{"-p", port, "-q", "2", "-s", "65536", "-n", "3000", "--verify"} }
+	args := func(port string) []string {
+		return []string{"-p", port, "-q", "2", "-s", "65536", "-n", "3000", "--verify"}
+	}
 	type run struct {
 		cmd *exec.Cmd
 		out lockedBuffer
