@@ -26,6 +26,20 @@ func qpRows(t *testing.T, h *host) []vproto.QPRow {
 	return rows
 }
 
+// engineCounters is the Engine part of h's `mrcctl -json counters`.
+func engineCounters(t *testing.T, h *host) map[string]uint64 {
+	t.Helper()
+	b, err := exec.Command(filepath.Join(h.bin, "mrcctl"), "-d", h.cfg.DeviceSocket, "-json", "counters").Output()
+	if err != nil {
+		t.Fatalf("mrcctl counters in %s: %v", h.ns, err)
+	}
+	var c vproto.Counters
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("mrcctl -json counters in %s: %v: %s", h.ns, err, b)
+	}
+	return c.Engine
+}
+
 // waitQPs waits until h has n QPs (a session's thread is chosen by its
 // first request, its CreateQP).
 func waitQPs(t *testing.T, h *host, n int) {
@@ -102,6 +116,14 @@ func TestThreadsVerified(t *testing.T) {
 		if c["shard_handoffs_in"] != c["shard_handoffs_out"] {
 			t.Errorf("%s: hand-offs in %d, out %d: every frame handed over must reach its thread", h.ns,
 				c["shard_handoffs_in"], c["shard_handoffs_out"])
+		}
+	}
+	// No frame reached an engine that does not own its QP (before the
+	// hand-off, about half of them did; MRC's retransmissions on other
+	// paths still got the data through).
+	for _, h := range tp.h {
+		if n := engineCounters(t, h)["RxUnknownQP"]; n != 0 {
+			t.Errorf("%s: %d frames for a QP the engine does not have", h.ns, n)
 		}
 	}
 	// The receiver of the data: its frames came in on both queues.
