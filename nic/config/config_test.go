@@ -228,3 +228,34 @@ func TestEVSetSize(t *testing.T) {
 		})
 	}
 }
+
+// threads: left out is one thread, 1..MaxThreads parse and survive being
+// written back, anything else is refused naming the range.
+func TestThreads(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want int
+	}{{"", 1}, {"threads: 1", 1}, {"threads: 4", 4}, {"threads: 16", 16}} {
+		c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\n"+tc.line, 1)), "threads")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.line, err)
+		}
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(b, "written back")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ThreadCount() != tc.want || again.ThreadCount() != tc.want {
+			t.Errorf("%q: threads %d, written back %d; want %d", tc.line, c.ThreadCount(), again.ThreadCount(), tc.want)
+		}
+	}
+	for _, line := range []string{"threads: 17", "threads: -1"} {
+		_, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\n"+line, 1)), "threads")
+		if err == nil || !strings.Contains(err.Error(), "want 1..16 engine threads") {
+			t.Errorf("%q: got %v, want an error naming 1..16", line, err)
+		}
+	}
+}

@@ -239,6 +239,7 @@ func New(opts Options) (_ *Daemon, err error) {
 			if err := d.checkPathMTU(); err != nil {
 				log.Warn("daemon: the ports cannot carry the configured RoCE MTU; QPs will not connect", "err", err)
 			}
+			d.warnQueueGaps()
 		}
 	} else if opts.Ports != nil {
 		if len(opts.Ports) != len(cfg.Ports) {
@@ -264,6 +265,7 @@ func New(opts Options) (_ *Daemon, err error) {
 			// Every connect will fail with this until it is fixed.
 			log.Warn("daemon: the ports cannot carry the configured RoCE MTU; QPs will not connect", "err", err)
 		}
+		d.warnQueueGaps()
 	}
 	d.portUp = make([]atomic.Bool, len(d.ports))
 	d.fdPoll = true

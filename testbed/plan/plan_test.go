@@ -315,6 +315,7 @@ func TestNICConfig(t *testing.T) {
 		}
 		p.NICPacingBps = tc.nicPacing
 		p.RoCEMTU = 4096
+		p.NICThreads = 3
 		p.NICDCQCNScale = tc.dcqcnScale
 		p.NICCCScale = tc.ccScale
 		p.NICRoCEAckTimeout = tc.ackTimeout
@@ -337,6 +338,9 @@ func TestNICConfig(t *testing.T) {
 			}
 			if c.MTU != 4096 {
 				t.Errorf("%s: mtu %d, want the plan's roce_mtu 4096", f.Path, c.MTU)
+			}
+			if c.ThreadCount() != 3 {
+				t.Errorf("%s: threads %d, want the plan's nic_threads 3", f.Path, c.ThreadCount())
 			}
 			if want := cmp.Or(tc.ackTimeout, nicconfig.DefaultRoCEAckTimeout); c.RoCE.AckTimeout != want {
 				t.Errorf("%s: roce.ack_timeout %v, want %v", f.Path, c.RoCE.AckTimeout, want)

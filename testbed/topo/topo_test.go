@@ -97,6 +97,8 @@ func TestParseErrors(t *testing.T) {
 		{"mtu too small for roce_mtu, either order", base + "mtu: 2048\nroce_mtu: 4096\n", 5, "mtu", "cannot carry", "at least 4228"},
 		{"mtu too small for the default roce_mtu", base + "mtu: 2000\n", 5, "mtu", "cannot carry", "at least 2180 for roce_mtu 2048"},
 		{"nics not bool", base + "nics: maybe\n", 5, "nics", "not a boolean", "true | false"},
+		{"nic_threads zero", base + "nic_threads: 0\n", 5, "nic_threads", "out of range", "1 to 16"},
+		{"nic_threads too many", base + "nic_threads: 17\n", 5, "nic_threads", "out of range", "1 to 16"},
 		{"run_id zero", base + "run_id: 0\n", 5, "run_id", "out of range", "1 to 65535"},
 		{"bad prefix", base + "prefix: Lab-1\n", 5, "prefix", `bad prefix "Lab-1"`, "[a-z0-9]"},
 		{"prefix too long", base + "prefix: abcdefghi\n", 5, "prefix", "bad prefix", "1-8 characters"},
@@ -215,4 +217,22 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error %T is not *topo.Error: %v", err, err)
 		}
 	})
+}
+
+// nic_threads reaches the topology (and from there the plan, the NIC
+// configs and the host links' queues).
+func TestNICThreads(t *testing.T) {
+	base := "planes: 2\nt0_per_plane: 2\nt1_per_plane: 2\nhosts_per_t0: 1\n"
+	for _, tc := range []struct {
+		line string
+		want int
+	}{{"", 0}, {"nic_threads: 1\n", 1}, {"nic_threads: 4\n", 4}} {
+		top, err := Parse("t.yaml", []byte(base+tc.line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if top.NICThreads != tc.want {
+			t.Errorf("%q: NICThreads %d, want %d", tc.line, top.NICThreads, tc.want)
+		}
+	}
 }

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkThreads measures what more engine threads buy (mrc-nicd
+// -threads, docs/nic.md "More than one core"): on one veth pair with as
+// many queues as threads, S mrc-write-bw sessions at once (each its own
+// pair of processes, 2 QPs, 64 KiB), between daemons started with
+// -threads 1 and with -threads N, alternately in every round. A session's
+// QPs live on one thread, so the sessions are what spreads the work. It
+// reports the sum of the sessions' rates and both daemons' CPU per GB, and
+// their ratios N/1 within each round (median and range over the rounds).
+// A benchmark, never a test: it asserts nothing about speed.
+//
+//	make build && MRC_BIN=$PWD/bin go test -run '^$' -bench '^BenchmarkThreads$' -benchtime 1x ./nic/e2e/   (root)
+//
+// MRC_BENCH_ROUNDS (5), MRC_BENCH_SECS (3), MRC_BENCH_THREADS (2) and
+// MRC_BENCH_SESSIONS (the thread count) change the run.
+func BenchmarkThreads(b *testing.B) {
+	requireNetns(b)
+	atoi := func(name, def string) int {
+		v := cmp.Or(os.Getenv(name), def)
+		k, err := strconv.Atoi(v)
+		if err != nil || k <= 0 {
+			b.Fatalf("%s=%q: want a positive integer", name, v)
+		}
+		return k
+	}
+	rounds := atoi("MRC_BENCH_ROUNDS", "5")
+	secs := atoi("MRC_BENCH_SECS", "3")
+	n := atoi("MRC_BENCH_THREADS", "2")
+	sessions := atoi("MRC_BENCH_SESSIONS", strconv.Itoa(n))
+	if n < 2 || sessions < 1 || rounds < 1 || secs < 1 {
+		b.Fatalf("MRC_BENCH_THREADS %d (want >= 2), MRC_BENCH_SESSIONS %d, MRC_BENCH_ROUNDS %d, MRC_BENCH_SECS %d", n, sessions, rounds, secs)
+	}
+	tp := newTopoQueues(b, 1, false, 3500, 0, n)
+	type sample struct{ gbps, cpuPerGB float64 }
+	measure := func(threads int) sample {
+		for _, h := range tp.h {
+			h.extra = []string{"-threads", strconv.Itoa(threads)}
+			h.start(b)
+		}
+		defer func() {
+			for _, h := range tp.h {
+				h.stop()
+			}
+		}()
+		cpu0 := tp.daemonCPU(b)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+60)*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		rates := make([]float64, sessions)
+		errs := make([]error, sessions)
+		for k := 0; k < sessions; k++ {
+			port := strconv.Itoa(18700 + k)
+			args := []string{"-p", port, "-q", "2", "-s", "65536", "-D", strconv.Itoa(secs), "--report_gbits"}
+			srv := tp.h[1].tool(ctx, "mrc-write-bw", args...)
+			if err := srv.Start(); err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := tp.h[0].tool(ctx, "mrc-write-bw", append(args, tp.h[1].addrs[0].String())...).CombinedOutput()
+				serr := srv.Wait()
+				m := bwRow.FindStringSubmatch(string(out))
+				if err != nil || serr != nil || m == nil {
+					errs[k] = fmt.Errorf("session %d: client %v, server %v: %s", k, err, serr, out)
+					return
+				}
+				rates[k], _ = strconv.ParseFloat(m[4], 64)
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatalf("-threads %d: %v", threads, err)
+			}
+		}
+		var sum float64
+		for _, r := range rates {
+			sum += r
+		}
+		gb := sum * float64(secs) / 8
+		return sample{sum, (tp.daemonCPU(b) - cpu0).Seconds() * 1000 / gb}
+	}
+	var one, many, rate, cpu []float64
+	for r := 0; r < rounds; r++ {
+		a, c := measure(1), measure(n)
+		one, many = append(one, a.gbps), append(many, c.gbps)
+		rate, cpu = append(rate, c.gbps/a.gbps), append(cpu, c.cpuPerGB/a.cpuPerGB)
+		b.Logf("round %d: -threads 1 %.2f Gb/s (%.0f ms CPU per GB), -threads %d %.2f Gb/s (%.0f ms per GB)", r+1, a.gbps, a.cpuPerGB, n, c.gbps, c.cpuPerGB)
+	}
+	span := func(v []float64) string {
+		return fmt.Sprintf("**%.2f** | %.2f – %.2f", median(v), slices.Min(v), slices.Max(v))
+	}
+	var t strings.Builder
+	fmt.Fprintf(&t, "%d sessions of mrc-write-bw -q 2 -s 65536 -D %d at once, veth pair with %d queues, %d alternating rounds:\n\n", sessions, secs, n, rounds)
+	fmt.Fprintf(&t, "| measure | median | range |\n|---|---|---|\n")
+	fmt.Fprintf(&t, "| sum of the sessions' rates, -threads 1, Gb/s | %s |\n", span(one))
+	fmt.Fprintf(&t, "| sum of the sessions' rates, -threads %d, Gb/s | %s |\n", n, span(many))
+	fmt.Fprintf(&t, "| rate, -threads %d / -threads 1 | %s |\n", n, span(rate))
+	fmt.Fprintf(&t, "| both daemons' CPU per GB, -threads %d / -threads 1 | %s |\n", n, span(cpu))
+	b.Logf("\n%s", t.String())
+	b.ReportMetric(median(rate), "rate-ratio")
+	b.ReportMetric(median(cpu), "cpu-per-GB-ratio")
+	for i := 0; i < b.N; i++ {
+	}
+}
