@@ -133,6 +133,7 @@ type Daemon struct {
 	// nil with one thread.
 	sh    *shardSet
 	shard int
+	out   []outbox // by thread: frames this one received for it (shard.go)
 
 	c counters
 }
@@ -230,6 +231,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	if sh := opts.shard; sh != nil {
 		// An engine thread: its sockets were opened by newSharded.
 		d.sh, d.shard = sh.set, sh.index
+		d.out = make([]outbox, len(sh.set.inbox))
 		d.ports = sh.ports
 		d.ifPorts = true
 		if sh.index > 0 {

@@ -197,5 +197,8 @@ func (d *Daemon) receive(now mrc.Time) (got int) {
 		d.c.rxFrames.Add(uint64(n))
 		got += n
 	}
+	if d.sh != nil {
+		d.flushHandoffs()
+	}
 	return got
 }

@@ -45,6 +45,10 @@ import (
 // vCPUs under mrc-write-bw).
 const maxInbox = 2048
 
+// maxSpare bounds the copy buffers a thread keeps for each other thread:
+// four receive batches.
+const maxSpare = 4 * rxBatch
+
 // shardOpts makes New build one engine thread of a set.
 type shardOpts struct {
 	set   *shardSet
@@ -197,46 +201,77 @@ func (sh *shardSet) owner(self int, frame []byte) int {
 	return int(qpn) % len(sh.ds)
 }
 
-// hand copies frame, received on port, into thread to's inbox; loop only
-// (the sending thread's). It reports false when the inbox was full.
-func (sh *shardSet) hand(to, port int, frame []byte) bool {
-	in := &sh.inbox[to]
-	in.mu.Lock()
-	if len(in.frames) >= maxInbox {
-		in.mu.Unlock()
-		return false
-	}
-	var buf []byte
-	if k := len(in.free); k > 0 {
-		buf, in.free = in.free[k-1][:0], in.free[:k-1]
-	}
-	in.frames = append(in.frames, handed{port: port, buf: append(buf, frame...)})
-	in.n.Add(1)
-	in.mu.Unlock()
-	return true
+// outbox is what one thread's receive turn copied for another thread,
+// handed over in one go at the end of the turn (flushHandoffs): one lock
+// and at most one wakeup per turn and thread, not per frame. Loop only
+// (the receiving thread's).
+type outbox struct {
+	frames []handed
+	spare  [][]byte // buffers to copy into, taken back from the owner
 }
 
-// passOn hands a frame received on port i to the threads it belongs to
+// passOn copies a frame received on port i for the threads it belongs to
 // and reports whether this thread should handle it too.
 func (d *Daemon) passOn(i int, frame []byte) (mine bool) {
 	to := d.sh.owner(d.shard, frame)
 	if to == d.shard {
 		return true
 	}
-	for j, s := range d.sh.ds {
+	for j := range d.sh.ds {
 		if j == d.shard || (to >= 0 && j != to) {
 			continue
 		}
-		if d.sh.hand(j, i, frame) {
-			d.c.handedOut.Add(1)
-			if s.sleep.Load() {
-				s.wake()
-			}
-		} else {
-			s.c.handDrops.Add(1)
+		o := &d.out[j]
+		if len(o.frames) >= maxInbox {
+			d.sh.ds[j].c.handDrops.Add(1)
+			continue
 		}
+		var buf []byte
+		if k := len(o.spare); k > 0 {
+			buf, o.spare = o.spare[k-1][:0], o.spare[:k-1]
+		}
+		o.frames = append(o.frames, handed{port: i, buf: append(buf, frame...)})
 	}
 	return to < 0
+}
+
+// flushHandoffs moves this turn's copies into their threads' inboxes and
+// wakes a thread that sleeps; loop only.
+func (d *Daemon) flushHandoffs() {
+	for j := range d.out {
+		o := &d.out[j]
+		if len(o.frames) == 0 {
+			continue
+		}
+		s := d.sh.ds[j]
+		in := &d.sh.inbox[j]
+		in.mu.Lock()
+		room := max(maxInbox-len(in.frames), 0)
+		k := min(room, len(o.frames))
+		in.frames = append(in.frames, o.frames[:k]...)
+		in.n.Store(int64(len(in.frames)))
+		// Take back the buffers the owner is done with, up to what a few
+		// turns need.
+		for len(in.free) > 0 && len(o.spare) < maxSpare {
+			o.spare = append(o.spare, in.free[len(in.free)-1])
+			in.free = in.free[:len(in.free)-1]
+		}
+		in.mu.Unlock()
+		d.c.handedOut.Add(uint64(k))
+		if drop := len(o.frames) - k; drop > 0 {
+			s.c.handDrops.Add(uint64(drop))
+			for _, f := range o.frames[k:] {
+				if len(o.spare) < maxSpare {
+					o.spare = append(o.spare, f.buf)
+				}
+			}
+		}
+		clear(o.frames)
+		o.frames = o.frames[:0]
+		if s.sleep.Load() {
+			s.wake()
+		}
+	}
 }
 
 // drainInbox hands the frames other threads received for this one to the
@@ -265,6 +300,7 @@ func (d *Daemon) drainInbox(now mrc.Time) int {
 		}
 	}
 	if in.frames == nil {
+		clear(batch)
 		in.frames = batch[:0] // reuse the slice for the next batch
 	}
 	in.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 )
 
 // daemonCounters reads h's run-loop counters (mrcctl -json counters).
-func daemonCounters(t *testing.T, h *host) map[string]uint64 {
+func daemonCounters(t testing.TB, h *host) map[string]uint64 {
 	t.Helper()
 	b, err := exec.Command(filepath.Join(h.bin, "mrcctl"), "-d", h.cfg.DeviceSocket, "-json", "counters").Output()
 	if err != nil {

@@ -26,7 +26,8 @@ import (
 //	make build && MRC_BIN=$PWD/bin go test -run '^$' -bench '^BenchmarkThreads$' -benchtime 1x ./nic/e2e/   (root)
 //
 // MRC_BENCH_ROUNDS (5), MRC_BENCH_SECS (3), MRC_BENCH_THREADS (2) and
-// MRC_BENCH_SESSIONS (the thread count) change the run.
+// MRC_BENCH_SESSIONS (the thread count) change the run; MRC_NICD_ARGS adds
+// mrc-nicd arguments to both (e.g. -busy-poll 0).
 func BenchmarkThreads(b *testing.B) {
 	requireNetns(b)
 	atoi := func(name, def string) int {
@@ -45,10 +46,11 @@ func BenchmarkThreads(b *testing.B) {
 		b.Fatalf("MRC_BENCH_THREADS %d (want >= 2), MRC_BENCH_SESSIONS %d, MRC_BENCH_ROUNDS %d, MRC_BENCH_SECS %d", n, sessions, rounds, secs)
 	}
 	tp := newTopoQueues(b, 1, false, 3500, 0, n)
-	type sample struct{ gbps, cpuPerGB float64 }
+	extra := strings.Fields(os.Getenv("MRC_NICD_ARGS"))
+	type sample struct{ gbps, cpuPerGB, handed float64 }
 	measure := func(threads int) sample {
 		for _, h := range tp.h {
-			h.extra = []string{"-threads", strconv.Itoa(threads)}
+			h.extra = append([]string{"-threads", strconv.Itoa(threads)}, extra...)
 			h.start(b)
 		}
 		defer func() {
@@ -93,14 +95,21 @@ func BenchmarkThreads(b *testing.B) {
 			sum += r
 		}
 		gb := sum * float64(secs) / 8
-		return sample{sum, (tp.daemonCPU(b) - cpu0).Seconds() * 1000 / gb}
+		cpu := (tp.daemonCPU(b) - cpu0).Seconds() * 1000 / gb
+		var handed, rx uint64
+		for _, h := range tp.h {
+			c := daemonCounters(b, h)
+			handed, rx = handed+c["shard_handoffs_out"], rx+c["rx_frames"]
+		}
+		return sample{sum, cpu, float64(handed) / float64(max(rx, 1))}
 	}
 	var one, many, rate, cpu []float64
 	for r := 0; r < rounds; r++ {
 		a, c := measure(1), measure(n)
 		one, many = append(one, a.gbps), append(many, c.gbps)
 		rate, cpu = append(rate, c.gbps/a.gbps), append(cpu, c.cpuPerGB/a.cpuPerGB)
-		b.Logf("round %d: -threads 1 %.2f Gb/s (%.0f ms CPU per GB), -threads %d %.2f Gb/s (%.0f ms per GB)", r+1, a.gbps, a.cpuPerGB, n, c.gbps, c.cpuPerGB)
+		b.Logf("round %d: -threads 1 %.2f Gb/s (%.0f ms CPU per GB), -threads %d %.2f Gb/s (%.0f ms per GB, %.0f %% of the frames received handed to another thread)",
+			r+1, a.gbps, a.cpuPerGB, n, c.gbps, c.cpuPerGB, 100*c.handed)
 	}
 	span := func(v []float64) string {
 		return fmt.Sprintf("**%.2f** | %.2f – %.2f", median(v), slices.Min(v), slices.Max(v))
