@@ -15,6 +15,7 @@ import (
 	"github.com/softmrc/softmrc/internal/tagmetrics"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/vproto"
+	"github.com/softmrc/softmrc/nic/xsk"
 )
 
 // collector exports the daemon's counters. Engine state is read on the loop
@@ -88,11 +89,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(desc *prometheus.Desc, v uint64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), l...)
 	}
+	threads := d.threads()
 	for i, p := range d.cfg.Ports {
 		if i >= len(d.ports) {
 			break
 		}
-		s := d.ports[i].Stats()
+		var s xsk.Stats
+		for _, t := range threads {
+			if i < len(t.ports) {
+				s = addStats(s, t.ports[i].Stats())
+			}
+		}
 		l := []string{p.PortName(), strconv.Itoa(p.Plane)}
 		counter(descPortRx, s.RxFrames, l...)
 		counter(descPortRxBytes, s.RxBytes, l...)
@@ -107,45 +114,49 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPortUp, prometheus.GaugeValue, up, l...)
 	}
 	d.collectDelay(ch)
-	tagmetrics.Collect(ch, daemonPrefix, d.counterFields(), nil)
+	tagmetrics.Collect(ch, daemonPrefix, d.threadFields(), nil)
 	type qpRow struct {
 		qpn         wire.QPN
 		tx, rx, rtx uint64
 		good        int
 	}
-	var ec mrc.EngineCounters
-	var qpTotals map[string]uint64
+	engine := map[string]uint64{}
+	qpTotals := map[string]uint64{}
 	var rows []qpRow
 	paths := map[pathKey]*pathStats{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = d.exec(func() {
-			ec = d.eng.Counters()
-			qpTotals = d.qpTotals()
-			var s mrc.QPSnapshot
-			for _, q := range d.sortedQPs() {
-				s.EVs = s.EVs[:0]
-				if d.eng.Snapshot(q.qpn, &s) != nil {
-					continue
-				}
-				r := qpRow{qpn: q.qpn, tx: s.Counters.TxBytes, rx: s.Counters.RxBytes, rtx: s.Counters.TxRtx}
-				for _, e := range s.EVs {
-					if e.State == mrc.EVGood {
-						r.good++
+		// Each engine thread's state on its own loop, one after the other
+		// (the scrape's goroutine owns the sums).
+		for _, t := range threads {
+			_ = t.exec(func() {
+				addCounters(engine, engineMetrics(t.eng.Counters()))
+				addCounters(qpTotals, t.qpTotals())
+				var s mrc.QPSnapshot
+				for _, q := range t.sortedQPs() {
+					s.EVs = s.EVs[:0]
+					if t.eng.Snapshot(q.qpn, &s) != nil {
+						continue
 					}
+					r := qpRow{qpn: q.qpn, tx: s.Counters.TxBytes, rx: s.Counters.RxBytes, rtx: s.Counters.TxRtx}
+					for _, e := range s.EVs {
+						if e.State == mrc.EVGood {
+							r.good++
+						}
+					}
+					rows = append(rows, r)
+					addPathEVs(paths, t.peerName(q), s.EVs)
 				}
-				rows = append(rows, r)
-				addPathEVs(paths, d.peerName(q), s.EVs)
-			}
-		})
+			})
+		}
 	}()
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):
 		return
 	}
-	for k, v := range engineMetrics(ec) {
+	for k, v := range engine {
 		counter(descEngine, v, k)
 	}
 	for k, v := range qpTotals {
@@ -238,7 +249,7 @@ const daemonPrefix = "mrc_daemon_"
 // (internal/tagmetrics); there is no list of names to keep in step.
 func (d *Daemon) counterSources() []any {
 	srcs := []any{&d.c, &d.oam, &d.tele}
-	if d.svc != nil {
+	if d.svc != nil && d.shard == 0 { // the engine threads share the front's
 		srcs = append(srcs, d.svc)
 	}
 	return srcs
@@ -251,6 +262,32 @@ func (d *Daemon) counterFields() []tagmetrics.Field {
 		out = append(out, tagmetrics.Fields(s)...)
 	}
 	return out
+}
+
+// threadFields is counterFields with each value summed over the engine
+// threads (the front's own with one thread).
+func (d *Daemon) threadFields() []tagmetrics.Field {
+	fs := d.counterFields()
+	if d.sh == nil {
+		return fs
+	}
+	byKey := map[string][]func() uint64{}
+	for _, t := range d.sh.ds {
+		for _, f := range t.counterFields() {
+			byKey[f.Key()] = append(byKey[f.Key()], f.Load)
+		}
+	}
+	for i := range fs {
+		loads := byKey[fs[i].Key()]
+		fs[i].Load = func() uint64 {
+			var n uint64
+			for _, l := range loads {
+				n += l()
+			}
+			return n
+		}
+	}
+	return fs
 }
 
 // daemonCounters is counter name -> value over counterFields.

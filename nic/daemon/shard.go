@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -477,6 +478,16 @@ func addCounters(a, b map[string]uint64) map[string]uint64 {
 	}
 	for k, v := range b {
 		a[k] += v
+	}
+	return a
+}
+
+// addStats returns a + b, field by field (every field of xsk.Stats is a
+// uint64 counter).
+func addStats(a, b xsk.Stats) xsk.Stats {
+	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
+	for i := 0; i < va.NumField(); i++ {
+		va.Field(i).SetUint(va.Field(i).Uint() + vb.Field(i).Uint())
 	}
 	return a
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -66,7 +67,14 @@ func waitQPs(t *testing.T, h *host, n int) {
 // (a full inbox drops a frame before it is handed: shard_handoff_drops).
 func TestThreadsVerified(t *testing.T) {
 	requireNetns(t)
-	tp, _ := fabricPairUp(t, "h0", "h3", true, "--nic-threads", "2")
+	tp, _ := fabricPairUp(t, "h0", "h3", false, "--nic-threads", "2")
+	for _, h := range tp.h {
+		h.cfg.Metrics = "[::1]:9479"
+		if err := h.cfg.Write(h.path); err != nil {
+			t.Fatal(err)
+		}
+		h.start(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args := func(port string) []string {
@@ -124,6 +132,23 @@ func TestThreadsVerified(t *testing.T) {
 	for _, h := range tp.h {
 		if n := engineCounters(t, h)["RxUnknownQP"]; n != 0 {
 			t.Errorf("%s: %d frames for a QP the engine does not have", h.ns, n)
+		}
+	}
+	// The metrics are every thread's too: the hand-off counters (each
+	// thread counts its own) match mrcctl's sums.
+	for _, h := range tp.h {
+		out, err := exec.Command("ip", "netns", "exec", h.ns, "curl", "-sf", "http://[::1]:9479/metrics").Output()
+		if err != nil {
+			t.Fatalf("curl /metrics in %s: %v", h.ns, err)
+		}
+		c := daemonCounters(t, h)
+		for _, want := range []string{
+			fmt.Sprintf("mrc_daemon_shard_handoffs_in_total %d\n", c["shard_handoffs_in"]),
+			fmt.Sprintf("mrc_daemon_shard_handoffs_out_total %d\n", c["shard_handoffs_out"]),
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s /metrics: no line %q", h.ns, strings.TrimSpace(want))
+			}
 		}
 	}
 	// The receiver of the data: its frames came in on both queues.
