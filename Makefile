@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 CMDS    := $(notdir $(wildcard cmd/*))
 PKGS    := ./...
 
-.PHONY: all build deps test test-short generate check-generate bench bench-nic sweep lint demo reproduce clean help
+.PHONY: all build deps test test-short generate check-generate bench bench-nic bench-threads sweep lint demo reproduce clean help
 
 all: build
 
@@ -25,6 +25,7 @@ help:
 	@echo "make generate - regenerate the BPF objects with $(CLANG) $(CLANG_VERSION)"
 	@echo "make bench    - run the benchmarks"
 	@echo "make bench-nic - mrc-nicd against raw AF_XDP and kernel TCP/MPTCP/UDP on a veth pair and clos-2p, ROUNDS alternating rounds (default 5, ~5 min), RoCE MTU ROCE_MTU (default 2048); writes docs/performance.md"
+	@echo "make bench-threads - mrc-nicd -threads 1 against -threads THREADS (default 2): that many mrc-write-bw sessions at once on one veth pair, ROUNDS alternating rounds (~1 min); prints a table"
 	@echo "make sweep    - the simulator's scenario tests over SEEDS seeds (default 10; docs/engine.md 'Scenarios over seeds')"
 	@echo "make lint     - gofmt, go vet, staticcheck $(STATICCHECK_VERSION), one definition per fact (.ci/conventions.sh, docs/conventions.md)"
 	@echo "make clean    - remove $(BIN)/ and test leftovers"
@@ -71,6 +72,12 @@ bench-nic: build
 	MRC_BIN=$(CURDIR)/$(BIN) MRC_BENCH_ROUNDS=$(ROUNDS) MRC_BENCH_ROCE_MTU=$(ROCE_MTU) MRC_BENCH_OUT=$(CURDIR)/docs/performance.md \
 	  MRC_BENCH_CMD="make bench-nic ROUNDS=$(ROUNDS) ROCE_MTU=$(ROCE_MTU)" \
 	  $(GO) test -run '^$$' -bench '^BenchmarkNICCompare$$' -benchtime 1x -count 1 -timeout 30m ./nic/e2e/
+
+THREADS ?= 2
+bench-threads: build
+	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+	MRC_BIN=$(CURDIR)/$(BIN) MRC_BENCH_ROUNDS=$(ROUNDS) MRC_BENCH_THREADS=$(THREADS) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkThreads$$' -benchtime 1x -count 1 -timeout 30m ./nic/e2e/
 
 # The scenario tests over more seeds than a plain `go test` runs (3): the
 # distributions docs/engine.md's sensitivity table comes from.

@@ -23,7 +23,7 @@ import (
 // their ratios N/1 within each round (median and range over the rounds).
 // A benchmark, never a test: it asserts nothing about speed.
 //
-//	make build && MRC_BIN=$PWD/bin go test -run '^$' -bench '^BenchmarkThreads$' -benchtime 1x ./nic/e2e/   (root)
+//	make bench-threads [ROUNDS=5] [THREADS=2]   (root)
 //
 // MRC_BENCH_ROUNDS (5), MRC_BENCH_SECS (3), MRC_BENCH_THREADS (2) and
 // MRC_BENCH_SESSIONS (the thread count) change the run; MRC_NICD_ARGS adds
