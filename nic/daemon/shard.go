@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softmrc/softmrc/internal/mrc"
 	"github.com/softmrc/softmrc/internal/wire"
@@ -348,6 +349,7 @@ type shardFront struct{ set *shardSet }
 var (
 	_ service.NIC     = (*shardFront)(nil)
 	_ service.RingNIC = (*shardFront)(nil)
+	_ service.Watcher = (*shardFront)(nil)
 )
 
 func (f *shardFront) Info() vproto.DeviceInfo { return f.set.ds[0].Info() }
@@ -376,6 +378,31 @@ func (f *shardFront) Post(owner uint32, wrs []vproto.WR) { f.set.thread(owner).P
 
 func (f *shardFront) AttachRing(owner uint32, memfd, doorbell int, req vproto.Ring) error {
 	return f.set.thread(owner).AttachRing(owner, memfd, doorbell, req)
+}
+
+// Watch subscribes the caller on every engine thread: each samples its own
+// QPs at the interval, the front also the ports (summed over the threads'
+// sockets), all into the caller's one stream.
+func (f *shardFront) Watch(caller service.Caller, interval time.Duration, push func(body []byte, wait bool) bool) (vproto.WatchInfo, func(), error) {
+	var info vproto.WatchInfo
+	var stops []func()
+	stopAll := func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	for i, d := range f.set.ds {
+		in, stop, err := d.Watch(caller, interval, push)
+		if err != nil {
+			stopAll()
+			return vproto.WatchInfo{}, nil, err
+		}
+		if i == 0 {
+			info = in
+		}
+		stops = append(stops, stop)
+	}
+	return info, stopAll, nil
 }
 
 func (f *shardFront) CloseOwner(owner uint32) {

@@ -252,11 +252,15 @@ func (d *Daemon) teleFill(k *teleTick, only *wire.QPN) {
 			}
 		}
 	}
-	if only != nil {
-		return
+	if only != nil || d.shard > 0 {
+		return // with engine threads the front samples the ports for all
 	}
-	for i, p := range d.ports {
-		k.ports = append(k.ports, telePort{up: d.portUp[i].Load(), st: p.Stats()})
+	for i := range d.ports {
+		var st xsk.Stats
+		for _, t := range d.threads() {
+			st = addStats(st, t.ports[i].Stats())
+		}
+		k.ports = append(k.ports, telePort{up: d.portUp[i].Load(), st: st})
 	}
 }
 

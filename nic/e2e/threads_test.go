@@ -107,6 +107,40 @@ func TestThreadsVerified(t *testing.T) {
 			t.Errorf("%s: QPs per thread (by QP number parity) %v, want 2 and 2", h.ns, par)
 		}
 	}
+	// mrcctl watch streams both threads' QPs and each port once per
+	// sample time (the front sums the threads' sockets).
+	wout, err := exec.Command(filepath.Join(tp.h[0].bin, "mrcctl"), "-d", tp.h[0].cfg.DeviceSocket, "watch", "--interval", "20ms", "--duration", "300ms").Output()
+	if err != nil {
+		t.Fatalf("mrcctl watch on %s: %v\n%s", tp.h[0].ns, err, wout)
+	}
+	qpIDs, portAt := map[string]bool{}, map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(wout)), "\n") {
+		var smp struct {
+			T    int64  `json:"t"`
+			Kind string `json:"kind"`
+			ID   string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &smp); err != nil {
+			t.Fatalf("mrcctl watch line %q: %v", line, err)
+		}
+		switch smp.Kind {
+		case "qp":
+			qpIDs[smp.ID] = true
+		case "nicport":
+			portAt[fmt.Sprintf("%s@%d", smp.ID, smp.T)]++
+		}
+	}
+	if len(qpIDs) != 4 {
+		t.Errorf("mrcctl watch on %s: samples of QPs %v, want the 4 of both threads", tp.h[0].ns, qpIDs)
+	}
+	for k, n := range portAt {
+		if n != 1 {
+			t.Errorf("mrcctl watch on %s: port sample %s %d times, want once", tp.h[0].ns, k, n)
+		}
+	}
+	if len(portAt) == 0 {
+		t.Errorf("mrcctl watch on %s: no port samples", tp.h[0].ns)
+	}
 	for name, r := range runs {
 		err := r.cmd.Wait()
 		out := r.out.String()
