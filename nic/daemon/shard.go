@@ -34,8 +34,9 @@ import (
 // A device picks the receive queue, not the QP (a veth by the transmit
 // queue or the CPU of the sender, a NIC's RSS by the 5-tuple, which MRC
 // varies per EV), so a frame often lands on another thread's socket. That
-// thread copies it into the owner's inbox (under the inbox's lock) and
-// wakes it; the owner hands it to its engine. A full inbox drops the frame
+// thread copies it into an outbox for the owner and, at the end of its
+// receive turn, moves the outbox into the owner's inbox under one lock and
+// wakes the owner if it sleeps; the owner hands the frames to its engine. A full inbox drops the frame
 // (counted); the engine recovers it as a loss. uSID OAM replies go to the
 // front, which sent the probes; endpoint frames (port status between
 // NICs, not addressed to a QP) go to every thread, because each engine
@@ -143,6 +144,7 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 		o.shard = &shardOpts{set: set, index: i, ports: ports[i]}
 		d, err := New(o)
 		if err != nil {
+			ports[i] = nil // New closed them
 			return nil, fmt.Errorf("daemon: thread %d: %w", i, err)
 		}
 		set.ds = append(set.ds, d)
