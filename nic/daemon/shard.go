@@ -124,7 +124,12 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 				xc.USIDPrefixes = append(xc.USIDPrefixes, p.Locator)
 			}
 			port, err := xsk.Open(xc)
-			if err != nil {
+			switch {
+			case err != nil && i == 0:
+				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
+			case err != nil:
+				// The first thread bound the same interface: the queue is
+				// what is missing, most likely.
 				return nil, fmt.Errorf("daemon: thread %d: port %s queue %d: %w (threads: %d needs %d queues on %s: ip link add ... numrxqueues %d numtxqueues %d)",
 					i, p.PortName(), p.Queue+i, err, n, p.Queue+n, p.Interface, p.Queue+n, p.Queue+n)
 			}

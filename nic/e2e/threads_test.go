@@ -192,3 +192,20 @@ func TestThreadsVerified(t *testing.T) {
 		t.Errorf("%s: no frame handed over between its threads (%d received)", tp.h[1].ns, c["rx_frames"])
 	}
 }
+
+// TestThreadsNeedQueues: -threads 2 on a veth with one queue stops at
+// start and says how to make the link it needs.
+func TestThreadsNeedQueues(t *testing.T) {
+	requireNetns(t)
+	tp := newTopoQueues(t, 1, false, 3500, 0, 1)
+	h := tp.h[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", h.ns, filepath.Join(h.bin, "mrc-nicd"), "-config", h.path, "-threads", "2").CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("mrc-nicd -threads 2 on a 1-queue veth: %v (want it to exit with an error)\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "queue 1") || !strings.Contains(string(out), "numrxqueues 2 numtxqueues 2") {
+		t.Errorf("mrc-nicd -threads 2 on a 1-queue veth: the error does not name the queue and the fix:\n%s", out)
+	}
+}
