@@ -205,6 +205,7 @@ func TestThreadsNeedQueues(t *testing.T) {
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("mrc-nicd -threads 2 on a 1-queue veth: %v (want it to exit with an error)\n%s", err, out)
 	}
+	t.Logf("%s", out)
 	if !strings.Contains(string(out), "queue 1") || !strings.Contains(string(out), "numrxqueues 2 numtxqueues 2") {
 		t.Errorf("mrc-nicd -threads 2 on a 1-queue veth: the error does not name the queue and the fix:\n%s", out)
 	}
