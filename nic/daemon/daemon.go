@@ -134,6 +134,11 @@ type Daemon struct {
 	sh    *shardSet
 	shard int
 	out   []outbox // by thread: frames this one received for it (shard.go)
+	// compSpare is the completion batch drainCompletions reuses; loop only.
+	compSpare []ownedCQE
+	// fwd[j]: work requests from this thread's sessions' rings for QPs on
+	// thread j, handed over after each drain (forwardPosts); loop only.
+	fwd [][]postedWR
 
 	c counters
 }
@@ -225,6 +230,12 @@ func New(opts Options) (_ *Daemon, err error) {
 		}
 	}()
 	d.regions = regions.New()
+	if sh := opts.shard; sh != nil && sh.index > 0 {
+		// One table for every engine thread: a session's QPs may sit on
+		// several threads, and its keys are the same on all (the table's
+		// lookups take no lock).
+		d.regions = sh.set.ds[0].regions
+	}
 	for i := range d.byPlane {
 		d.byPlane[i] = -1
 	}
@@ -232,6 +243,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		// An engine thread: its sockets were opened by newSharded.
 		d.sh, d.shard = sh.set, sh.index
 		d.out = make([]outbox, len(sh.set.inbox))
+		d.fwd = make([][]postedWR, len(sh.set.inbox))
 		d.ports = sh.ports
 		d.ifPorts = true
 		if sh.index > 0 {
@@ -331,7 +343,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		d.txq[i].init(d.ports[i])
 	}
 	if !opts.NoCarrier {
-		for i, p := range cfg.Ports {
+		for _, p := range cfg.Ports {
 			ifi, err := net.InterfaceByName(p.Interface)
 			if err != nil {
 				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
@@ -341,7 +353,9 @@ func New(opts Options) (_ *Daemon, err error) {
 				return nil, fmt.Errorf("daemon: port %s: %w", p.PortName(), err)
 			}
 			d.carriers = append(d.carriers, c)
-			go d.watchCarrier(i, c)
+		}
+		if d.sh == nil {
+			d.watchCarriers() // with engine threads, once all exist (newSharded)
 		}
 	}
 	if d.shard > 0 {
@@ -445,6 +459,13 @@ func (d *Daemon) closeResources() {
 
 // now is the engine's time (the loop's clock, rx.go); loop only.
 func (d *Daemon) now() mrc.Time { return d.clk.now() }
+
+// watchCarriers feeds the ports' carrier changes to every engine thread.
+func (d *Daemon) watchCarriers() {
+	for i, c := range d.carriers {
+		go d.watchCarrier(i, c)
+	}
+}
 
 func (d *Daemon) watchCarrier(i int, c *xsk.Carrier) {
 	for ev := range c.Events() {
@@ -582,6 +603,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		work += d.sendPathProbes(now)
 		work += d.transmit(now)
 		work += d.completions()
+		work += d.drainCompletions()
 		if now >= d.tele.next {
 			d.teleSample(now)
 		}

@@ -235,6 +235,15 @@ func (d *Daemon) destroy(q *qpState) {
 
 // CloseOwner destroys every QP of owner (its session ended).
 func (d *Daemon) CloseOwner(owner uint32) {
+	d.closeOwnerQPs(owner)
+	// The loop has destroyed owner's QPs: the engine no longer reaches
+	// its regions, which can be unmapped.
+	d.regions.Release(owner)
+}
+
+// closeOwnerQPs destroys owner's QPs on this loop and forgets its rings
+// and deliveries.
+func (d *Daemon) closeOwnerQPs(owner uint32) {
 	_ = d.exec(func() {
 		for _, q := range d.qps {
 			if q.owner == owner {
@@ -244,9 +253,6 @@ func (d *Daemon) CloseOwner(owner uint32) {
 		delete(d.deliver, owner)
 		d.detachRing(owner)
 	})
-	// The loop has destroyed owner's QPs: the engine no longer reaches
-	// its regions, which can be unmapped.
-	d.regions.Release(owner)
 }
 
 // postedWR is a work request waiting in the post queue for the loop.
@@ -298,6 +304,9 @@ func (d *Daemon) drainPosts(now mrc.Time) int {
 	for i := range batch {
 		d.post(now, batch[i].owner, &batch[i].wr)
 	}
+	if d.sh != nil {
+		d.forwardPosts()
+	}
 	d.flushDeliveries()
 	q.spare = batch[:0] // loop-only: Post never touches spare
 	return len(batch)
@@ -312,6 +321,13 @@ func (d *Daemon) closePosts() {
 }
 
 func (d *Daemon) post(now mrc.Time, owner uint32, w *vproto.WR) {
+	if d.sh != nil && d.sh.threadOf(w.QPN) != d.shard {
+		// A work request from the session's ring for its QP on another
+		// engine thread: handed over at the end of the drain (shard.go).
+		j := d.sh.threadOf(w.QPN)
+		d.fwd[j] = append(d.fwd[j], postedWR{owner, *w})
+		return
+	}
 	q := d.qps[wire.QPN(w.QPN)]
 	if q == nil || q.owner != owner {
 		if q != nil {
@@ -474,6 +490,10 @@ func (d *Daemon) flushDeliveries() {
 			// slice instead of growing a new one (one allocation per
 			// message). CloseOwner deletes the entry when the session ends.
 			continue
+		}
+		if d.sh != nil && d.sh.passCompletions(d.shard, owner, c) {
+			d.deliver[owner] = c[:0]
+			continue // the session's own thread delivers them (shard.go)
 		}
 		d.c.cqes.Add(uint64(len(c)))
 		rest := c

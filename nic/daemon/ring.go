@@ -148,6 +148,7 @@ func (d *Daemon) drainRings(now mrc.Time) int {
 	}
 	if total > 0 {
 		d.c.ringPosts.Add(uint64(total))
+		d.forwardPosts()
 		d.flushDeliveries()
 	}
 	return total

@@ -61,12 +61,29 @@ type shardOpts struct {
 
 // shardSet is one NIC's engine threads.
 type shardSet struct {
-	ds    []*Daemon // ds[0] is the front
-	inbox []inbox   // inbox[i]: frames the others received for thread i
+	ds    []*Daemon  // ds[0] is the front
+	inbox []inbox    // inbox[i]: frames the others received for thread i
+	comps []compsBox // comps[i]: completions the others made for thread i's sessions
 
-	mu     sync.Mutex
-	owners map[uint32]int // session → thread
-	load   []int          // sessions per thread
+	mu       sync.Mutex
+	owners   map[uint32]int   // session → its thread (rings, registrations)
+	load     []int            // sessions per thread
+	qpLoad   []int            // QPs per thread
+	ownerQPs map[uint32][]int // session → its QPs per thread
+}
+
+// compsBox is one thread's queue of completions that other threads made
+// for QPs of sessions that live on it: the session's completion ring has
+// one producer, the session's thread.
+type compsBox struct {
+	mu   sync.Mutex
+	cqes []ownedCQE
+	n    atomic.Int64
+}
+
+type ownedCQE struct {
+	owner uint32
+	cqe   vproto.CQE
 }
 
 // inbox is one thread's queue of handed-over frames.
@@ -98,7 +115,8 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 		return nil, errors.New("daemon: path_probes with threads > 1 is not supported (the probes' verdicts feed one engine): set threads: 1 or leave path_probes out")
 	}
 	log := opts.Logger
-	set := &shardSet{inbox: make([]inbox, n), owners: map[uint32]int{}, load: make([]int, n)}
+	set := &shardSet{inbox: make([]inbox, n), comps: make([]compsBox, n), owners: map[uint32]int{}, load: make([]int, n),
+		qpLoad: make([]int, n), ownerQPs: map[uint32][]int{}}
 	ports := make([][]xsk.Port, n)
 	defer func() {
 		if err == nil {
@@ -157,6 +175,7 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 	for _, d := range set.ds[1:] {
 		d.svc = set.ds[0].svc
 	}
+	set.ds[0].watchCarriers() // they reach every thread: start once all exist
 	log.Info("mrc-nicd engine threads", "threads", n)
 	return set.ds[0], nil
 }
@@ -316,9 +335,9 @@ func (d *Daemon) drainInbox(now mrc.Time) int {
 	return len(batch)
 }
 
-// inboxPending reports frames waiting in this thread's inbox.
+// inboxPending reports frames or completions waiting for this thread.
 func (d *Daemon) inboxPending() bool {
-	return d.sh != nil && d.sh.inbox[d.shard].n.Load() > 0
+	return d.sh != nil && (d.sh.inbox[d.shard].n.Load() > 0 || d.sh.comps[d.shard].n.Load() > 0)
 }
 
 // thread returns the thread of session owner, choosing the one with the
@@ -339,7 +358,7 @@ func (sh *shardSet) thread(owner uint32) *Daemon {
 	return sh.ds[i]
 }
 
-// forget drops session owner's thread (its session ended).
+// forget drops session owner's thread and QP counts (its session ended).
 func (sh *shardSet) forget(owner uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -347,6 +366,111 @@ func (sh *shardSet) forget(owner uint32) {
 		delete(sh.owners, owner)
 		sh.load[i]--
 	}
+	for i, k := range sh.ownerQPs[owner] {
+		sh.qpLoad[i] -= k
+	}
+	delete(sh.ownerQPs, owner)
+}
+
+// threadOf is the thread that owns QP qpn.
+func (sh *shardSet) threadOf(qpn uint32) int { return int(qpn) % len(sh.ds) }
+
+// qpThread picks the thread for a new QP: the one with the fewest QPs
+// (the lowest on a tie).
+func (sh *shardSet) qpThread() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := 0
+	for j := range sh.qpLoad {
+		if sh.qpLoad[j] < sh.qpLoad[i] {
+			i = j
+		}
+	}
+	return i
+}
+
+// countQP adds k to owner's QPs on thread i.
+func (sh *shardSet) countQP(owner uint32, i, k int) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := sh.ownerQPs[owner]
+	if c == nil {
+		c = make([]int, len(sh.ds))
+		sh.ownerQPs[owner] = c
+	}
+	c[i] += k
+	sh.qpLoad[i] += k
+}
+
+// passCompletions hands owner's completions, made on thread from, to the
+// session's own thread and wakes it; false when from is that thread (or
+// the session is gone). Loop only (from's).
+func (sh *shardSet) passCompletions(from int, owner uint32, cqes []vproto.CQE) bool {
+	sh.mu.Lock()
+	home, ok := sh.owners[owner]
+	sh.mu.Unlock()
+	if !ok || home == from {
+		return false
+	}
+	b := &sh.comps[home]
+	b.mu.Lock()
+	for _, c := range cqes {
+		b.cqes = append(b.cqes, ownedCQE{owner, c})
+	}
+	b.n.Store(int64(len(b.cqes)))
+	b.mu.Unlock()
+	if d := sh.ds[home]; d.sleep.Load() {
+		d.wake()
+	}
+	return true
+}
+
+// forwardPosts hands the work requests this thread's rings held for QPs on
+// other threads to those threads' post queues. It never waits for room
+// (two threads forwarding to each other must not block each other); a
+// session's ring depth bounds what it can have in flight. Loop only.
+func (d *Daemon) forwardPosts() {
+	for j, batch := range d.fwd {
+		if len(batch) == 0 {
+			continue
+		}
+		t := d.sh.ds[j]
+		q := &t.pq
+		q.mu.Lock()
+		if !q.closed {
+			q.wrs = append(q.wrs, batch...)
+			q.n.Store(int64(len(q.wrs)))
+		}
+		q.mu.Unlock()
+		if t.sleep.Load() {
+			t.wake()
+		}
+		clear(batch)
+		d.fwd[j] = batch[:0]
+	}
+}
+
+// drainCompletions delivers the completions other threads made for this
+// thread's sessions; loop only.
+func (d *Daemon) drainCompletions() int {
+	if d.sh == nil {
+		return 0
+	}
+	b := &d.sh.comps[d.shard]
+	if b.n.Load() == 0 {
+		return 0
+	}
+	b.mu.Lock()
+	batch := b.cqes
+	b.cqes = d.compSpare[:0]
+	b.n.Store(0)
+	b.mu.Unlock()
+	for _, c := range batch {
+		d.deliver[c.owner] = append(d.deliver[c.owner], c.cqe)
+	}
+	d.compSpare = batch[:0]
+	d.flushDeliveries()
+	return len(batch)
 }
 
 // shardFront is the device socket's NIC with threads > 1: it routes each
@@ -369,19 +493,44 @@ func (f *shardFront) DeregMR(owner uint32, req vproto.DeregMR) error {
 	return f.set.thread(owner).DeregMR(owner, req)
 }
 
+// CreateQP makes the QP on the thread with the fewest QPs: one session's
+// QPs spread over the threads too.
 func (f *shardFront) CreateQP(owner uint32, req vproto.CreateQP) (vproto.QPInfo, error) {
-	return f.set.thread(owner).CreateQP(owner, req)
+	f.set.thread(owner) // the session's own thread, chosen on its first request
+	i := f.set.qpThread()
+	info, err := f.set.ds[i].CreateQP(owner, req)
+	if err == nil {
+		f.set.countQP(owner, i, 1)
+	}
+	return info, err
 }
 
 func (f *shardFront) ConnectQP(owner uint32, req vproto.ConnectQP) error {
-	return f.set.thread(owner).ConnectQP(owner, req)
+	return f.byQPN(req.QPN).ConnectQP(owner, req)
 }
 
 func (f *shardFront) DestroyQP(owner uint32, qpn uint32) error {
-	return f.set.thread(owner).DestroyQP(owner, qpn)
+	err := f.byQPN(qpn).DestroyQP(owner, qpn)
+	if err == nil {
+		f.set.countQP(owner, f.set.threadOf(qpn), -1)
+	}
+	return err
 }
 
-func (f *shardFront) Post(owner uint32, wrs []vproto.WR) { f.set.thread(owner).Post(owner, wrs) }
+// Post (the socket path) hands each work request to its QP's thread, in
+// order per QP.
+func (f *shardFront) Post(owner uint32, wrs []vproto.WR) {
+	by := make([][]vproto.WR, len(f.set.ds))
+	for _, w := range wrs {
+		i := f.set.threadOf(w.QPN)
+		by[i] = append(by[i], w)
+	}
+	for i, b := range by {
+		if len(b) > 0 {
+			f.set.ds[i].Post(owner, b)
+		}
+	}
+}
 
 func (f *shardFront) AttachRing(owner uint32, memfd, doorbell int, req vproto.Ring) error {
 	return f.set.thread(owner).AttachRing(owner, memfd, doorbell, req)
@@ -412,8 +561,13 @@ func (f *shardFront) Watch(caller service.Caller, interval time.Duration, push f
 	return info, stopAll, nil
 }
 
+// CloseOwner destroys the session's QPs on every thread, then unmaps its
+// regions (one table for all threads).
 func (f *shardFront) CloseOwner(owner uint32) {
-	f.set.thread(owner).CloseOwner(owner)
+	for _, d := range f.set.ds {
+		d.closeOwnerQPs(owner)
+	}
+	f.set.ds[0].regions.Release(owner)
 	f.set.forget(owner)
 }
 
@@ -481,9 +635,7 @@ func (f *shardFront) Ctl(caller service.Caller, req vproto.CtlRequest) (any, err
 			}
 			addCounters(sum.Engine, c.Engine)
 			addCounters(sum.QPs, c.QPs)
-			addCounters(sum.Daemon, c.Daemon)
-			sum.Regions += c.Regions
-			sum.Bytes += c.Bytes
+			addCounters(sum.Daemon, c.Daemon) // Regions: one table for all threads
 		}
 		f.sumPortStats(sum.Ports)
 		sum.Daemon["threads"] = uint64(len(ds))

@@ -93,18 +93,31 @@ func TestThreadsVerified(t *testing.T) {
 	}
 	runs := map[string]*run{"server A": {}, "server B": {}, "client A": {}, "client B": {}}
 	start(runs["server A"], tp.h[1], args("18610")...)
-	start(runs["server B"], tp.h[1], args("18611")...)
+	// B posts and completes through the device socket (-no-ring), A
+	// through the shared-memory rings: each path meets QPs on both threads.
+	start(runs["server B"], tp.h[1], append(args("18611"), "-no-ring")...)
 	start(runs["client A"], tp.h[0], append(args("18610"), tp.h[1].addrs[0].String())...)
 	waitQPs(t, tp.h[0], 2) // A's QPs first: A on thread 0, B on thread 1
-	start(runs["client B"], tp.h[0], append(args("18611"), tp.h[1].addrs[0].String())...)
+	start(runs["client B"], tp.h[0], append(args("18611"), "-no-ring", tp.h[1].addrs[0].String())...)
 	waitQPs(t, tp.h[0], 4)
 	for _, h := range tp.h {
 		par := map[uint32]int{}
+		byOwner := map[uint32]map[uint32]bool{}
 		for _, r := range qpRows(t, h) {
 			par[r.QPN%2]++
+			if byOwner[r.Owner] == nil {
+				byOwner[r.Owner] = map[uint32]bool{}
+			}
+			byOwner[r.Owner][r.QPN%2] = true
 		}
 		if par[0] != 2 || par[1] != 2 {
 			t.Errorf("%s: QPs per thread (by QP number parity) %v, want 2 and 2", h.ns, par)
+		}
+		// A session's 2 QPs sit on both threads (the fewest QPs).
+		for owner, p := range byOwner {
+			if len(p) != 2 {
+				t.Errorf("%s: session %d has its QPs on threads %v, want both", h.ns, owner, p)
+			}
 		}
 	}
 	// mrcctl watch streams both threads' QPs and each port once per
