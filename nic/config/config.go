@@ -154,9 +154,9 @@ type Config struct {
 	// Threads is the number of engine threads (shards): each runs its own
 	// engine on its own locked OS thread with its own AF_XDP socket on
 	// queue Queue+i of every port, and owns the QPs whose number is i
-	// modulo Threads. A session's QPs all live on one thread (the one with
-	// the fewest sessions when it first asks); a frame received on another
-	// thread's queue is handed over. Each interface needs Queue+Threads
+	// modulo Threads. Each new QP goes to the thread with the fewest QPs (a
+	// session's work requests and completions are passed between its
+	// threads); a frame received on another thread's queue is handed over. Each interface needs Queue+Threads
 	// queues (ip link add ... numrxqueues N numtxqueues N). 0 or 1: one
 	// thread, today's daemon (docs/nic.md "More than one core").
 	Threads int    `yaml:"threads,omitempty"`

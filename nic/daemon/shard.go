@@ -25,11 +25,17 @@ import (
 // Each thread is a whole Daemon: its own engine, run loop on a locked OS
 // thread, AF_XDP socket on queue Queue+i of every port, sessions, regions
 // and counters. The engines split the QP numbers (mrc.Config.QPNShards), so
-// a frame's BTH destination QP names its thread. A session lives on one
-// thread: the one with the fewest sessions when the session first asks
-// for anything. The first daemon (the front) serves the device socket,
-// the metrics, the carriers and the control commands, and routes each
-// request to its session's thread.
+// a frame's BTH destination QP names its thread. Each new QP goes to the
+// thread with the fewest QPs, whatever its session. A session has a home
+// thread too (the one with the fewest sessions when it first asks for
+// anything): its shared-memory rings live there. The home thread passes a
+// ring's work requests for a QP on another thread to that thread's post
+// queue, and completions made on another thread come back to the home
+// thread's completion ring through a queue of its own. All threads share
+// one regions table, so a session's keys are valid on every thread. The
+// first daemon (the front) serves the device socket, the metrics, the
+// carriers and the control commands, and routes each request to its QP's
+// (or, without one, its session's) thread.
 //
 // A device picks the receive queue, not the QP (a veth by the transmit
 // queue or the CPU of the sender, a NIC's RSS by the 5-tuple, which MRC

@@ -16,17 +16,16 @@ import (
 // BenchmarkThreads measures what more engine threads buy (mrc-nicd
 // -threads, docs/nic.md "More than one core"): on one veth pair with as
 // many queues as threads, S mrc-write-bw sessions at once (each its own
-// pair of processes, 2 QPs, 64 KiB), between daemons started with
-// -threads 1 and with -threads N, alternately in every round. A session's
-// QPs live on one thread, so the sessions are what spreads the work. It
-// reports the sum of the sessions' rates and both daemons' CPU per GB, and
+// pair of processes, Q QPs, 64 KiB), between daemons started with
+// -threads 1 and with -threads N, alternately in every round. Each new QP
+// goes to the thread with the fewest QPs. It reports the sum of the sessions' rates and both daemons' CPU per GB, and
 // their ratios N/1 within each round (median and range over the rounds).
 // A benchmark, never a test: it asserts nothing about speed.
 //
 //	make bench-threads [ROUNDS=5] [THREADS=2]   (root)
 //
-// MRC_BENCH_ROUNDS (5), MRC_BENCH_SECS (3), MRC_BENCH_THREADS (2) and
-// MRC_BENCH_SESSIONS (the thread count) change the run; MRC_NICD_ARGS adds
+// MRC_BENCH_ROUNDS (5), MRC_BENCH_SECS (3), MRC_BENCH_THREADS (2),
+// MRC_BENCH_SESSIONS (the thread count) and MRC_BENCH_QPS (2) change the run; MRC_NICD_ARGS adds
 // mrc-nicd arguments to both (e.g. -busy-poll 0).
 func BenchmarkThreads(b *testing.B) {
 	requireNetns(b)
@@ -42,6 +41,7 @@ func BenchmarkThreads(b *testing.B) {
 	secs := atoi("MRC_BENCH_SECS", "3")
 	n := atoi("MRC_BENCH_THREADS", "2")
 	sessions := atoi("MRC_BENCH_SESSIONS", strconv.Itoa(n))
+	qps := atoi("MRC_BENCH_QPS", "2")
 	if n < 2 || sessions < 1 || rounds < 1 || secs < 1 {
 		b.Fatalf("MRC_BENCH_THREADS %d (want >= 2), MRC_BENCH_SESSIONS %d, MRC_BENCH_ROUNDS %d, MRC_BENCH_SECS %d", n, sessions, rounds, secs)
 	}
@@ -66,7 +66,7 @@ func BenchmarkThreads(b *testing.B) {
 		errs := make([]error, sessions)
 		for k := 0; k < sessions; k++ {
 			port := strconv.Itoa(18700 + k)
-			args := []string{"-p", port, "-q", "2", "-s", "65536", "-D", strconv.Itoa(secs), "--report_gbits"}
+			args := []string{"-p", port, "-q", strconv.Itoa(qps), "-s", "65536", "-D", strconv.Itoa(secs), "--report_gbits"}
 			srv := tp.h[1].tool(ctx, "mrc-write-bw", args...)
 			if err := srv.Start(); err != nil {
 				b.Fatal(err)
@@ -124,12 +124,12 @@ func BenchmarkThreads(b *testing.B) {
 		return fmt.Sprintf("**%.2f** | %.2f – %.2f (%d rounds)", median(v), slices.Min(v), slices.Max(v), len(v))
 	}
 	var t strings.Builder
-	fmt.Fprintf(&t, "%d sessions of mrc-write-bw -q 2 -s 65536 -D %d at once, veth pair with %d queues, %d alternating rounds:\n\n", sessions, secs, n, rounds)
+	fmt.Fprintf(&t, "%d sessions of mrc-write-bw -q %d -s 65536 -D %d at once, veth pair with %d queues, %d alternating rounds:\n\n", sessions, qps, secs, n, rounds)
 	fmt.Fprintf(&t, "| measure | median | range |\n|---|---|---|\n")
 	fmt.Fprintf(&t, "| sum of the sessions' rates, -threads 1, Gb/s | %s |\n", span(one))
 	fmt.Fprintf(&t, "| sum of the sessions' rates, -threads %d, Gb/s | %s |\n", n, span(many))
 	fmt.Fprintf(&t, "| rate, -threads %d / -threads 1 | %s |\n", n, span(rate))
-	fmt.Fprintf(&t, "| rate, rounds where each session had the same thread on both hosts (no hand-off) | %s |\n", span(rateKept))
+	fmt.Fprintf(&t, "| rate, rounds without hand-offs (each QP on the same thread on both hosts) | %s |\n", span(rateKept))
 	fmt.Fprintf(&t, "| rate, rounds where most frames were handed to another thread | %s |\n", span(rateHanded))
 	fmt.Fprintf(&t, "| both daemons' CPU per GB, -threads %d / -threads 1 | %s |\n", n, span(cpu))
 	fmt.Print(t.String()) // to stdout: go test cuts a benchmark's log at 10 lines

@@ -57,9 +57,11 @@ func waitQPs(t *testing.T, h *host, n int) {
 // TestThreadsVerified runs mrc-nicd with two engine threads on h0 and h3 of
 // clos-2p (ecmp mode; mrc-testbed up --nic-threads 2 gives every NIC-T0
 // veth two queues and every NIC config threads: 2) and two mrc-write-bw
-// sessions at once, each with 2 QPs and --verify. A session's QPs live on
-// one thread, the sessions on different ones (the fewest sessions). The
-// last switch redirects a frame into the receive queue of the CPU it runs
+// sessions at once, each with 2 QPs and --verify, one through the
+// shared-memory rings and one through the device socket. Each new QP goes
+// to the thread with the fewest QPs, so each session has a QP on both
+// threads, and its posts and completions cross between them. The last
+// switch redirects a frame into the receive queue of the CPU it runs
 // on, whatever QP it is for, so frames land on both threads' sockets and
 // those for the other thread are handed over. The test checks that the
 // data arrives exact, that both threads own QPs (QP numbers of both
