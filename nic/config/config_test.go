@@ -163,23 +163,12 @@ func TestBusyPoll(t *testing.T) {
 		{"50us", "busy_poll: 50us", 50 * time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\n"+tc.line, 1)), "busy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, again := parseWritten(t, tc.line)
 			if c.BusyPollFor() != tc.want {
 				t.Fatalf("busy_poll = %v, want %v", c.BusyPollFor(), tc.want)
 			}
-			b, err := yaml.Marshal(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := Parse(b, "written back")
-			if err != nil {
-				t.Fatal(err)
-			}
 			if again.BusyPollFor() != tc.want {
-				t.Fatalf("written back and read again: busy_poll = %v, want %v\n%s", again.BusyPollFor(), tc.want, b)
+				t.Fatalf("written back and read again: busy_poll = %v, want %v", again.BusyPollFor(), tc.want)
 			}
 		})
 	}
@@ -236,18 +225,7 @@ func TestThreads(t *testing.T) {
 		line string
 		want int
 	}{{"", 1}, {"threads: 1", 1}, {"threads: 4", 4}, {"threads: 16", 16}} {
-		c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\n"+tc.line, 1)), "threads")
-		if err != nil {
-			t.Fatalf("%q: %v", tc.line, err)
-		}
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := Parse(b, "written back")
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, again := parseWritten(t, tc.line)
 		if c.ThreadCount() != tc.want || again.ThreadCount() != tc.want {
 			t.Errorf("%q: threads %d, written back %d; want %d", tc.line, c.ThreadCount(), again.ThreadCount(), tc.want)
 		}
@@ -258,4 +236,23 @@ func TestThreads(t *testing.T) {
 			t.Errorf("%q: got %v, want an error naming 1..16", line, err)
 		}
 	}
+}
+
+// parseWritten parses the good config with line added, writes it back
+// (as mrc-testbed writes the hosts' files) and parses that again.
+func parseWritten(t *testing.T, line string) (first, again *Config) {
+	t.Helper()
+	c, err := Parse([]byte(strings.Replace(good, "evs: 16", "evs: 16\n"+line, 1)), "with "+line)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err = Parse(b, "written back")
+	if err != nil {
+		t.Fatalf("%q written back: %v\n%s", line, err, b)
+	}
+	return c, again
 }

@@ -271,17 +271,33 @@ const maxPostQueue = 1 << 16
 // the loop sleeps.
 func (d *Daemon) Post(owner uint32, wrs []vproto.WR) {
 	q := &d.pq
-	q.mu.Lock()
-	for len(q.wrs) >= maxPostQueue && !q.closed {
-		q.drained.Wait()
-	}
-	if q.closed {
-		q.mu.Unlock()
+	if !q.lock(true) {
 		return
 	}
 	for i := range wrs {
 		q.wrs = append(q.wrs, postedWR{owner, wrs[i]})
 	}
+	d.unlockPosts()
+}
+
+// lock takes the post queue's lock, first waiting while the queue is full
+// when wait is set; false (unlocked) once the loop is gone.
+func (q *postQueue) lock(wait bool) bool {
+	q.mu.Lock()
+	for wait && len(q.wrs) >= maxPostQueue && !q.closed {
+		q.drained.Wait()
+	}
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// unlockPosts publishes what was appended to the post queue under lock,
+// unlocks it and wakes the loop if it sleeps.
+func (d *Daemon) unlockPosts() {
+	q := &d.pq
 	q.n.Store(int64(len(q.wrs)))
 	q.mu.Unlock()
 	if d.sleep.Load() {

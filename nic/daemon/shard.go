@@ -441,15 +441,9 @@ func (d *Daemon) forwardPosts() {
 			continue
 		}
 		t := d.sh.ds[j]
-		q := &t.pq
-		q.mu.Lock()
-		if !q.closed {
-			q.wrs = append(q.wrs, batch...)
-			q.n.Store(int64(len(q.wrs)))
-		}
-		q.mu.Unlock()
-		if t.sleep.Load() {
-			t.wake()
+		if t.pq.lock(false) {
+			t.pq.wrs = append(t.pq.wrs, batch...)
+			t.unlockPosts()
 		}
 		clear(batch)
 		d.fwd[j] = batch[:0]

@@ -11,7 +11,10 @@ import (
 )
 
 // daemonCounters reads h's run-loop counters (mrcctl -json counters).
-func daemonCounters(t testing.TB, h *host) map[string]uint64 {
+func daemonCounters(t testing.TB, h *host) map[string]uint64 { return nicCounters(t, h).Daemon }
+
+// nicCounters is h's `mrcctl -json counters`.
+func nicCounters(t testing.TB, h *host) vproto.Counters {
 	t.Helper()
 	b, err := exec.Command(filepath.Join(h.bin, "mrcctl"), "-d", h.cfg.DeviceSocket, "-json", "counters").Output()
 	if err != nil {
@@ -21,7 +24,7 @@ func daemonCounters(t testing.TB, h *host) map[string]uint64 {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatalf("mrcctl -json counters in %s: %v: %s", h.ns, err, b)
 	}
-	return c.Daemon
+	return c
 }
 
 // An idle mrc-nicd (AF_XDP ports, no QP, the default busy_poll) sleeps in

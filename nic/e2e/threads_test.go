@@ -28,18 +28,7 @@ func qpRows(t *testing.T, h *host) []vproto.QPRow {
 }
 
 // engineCounters is the Engine part of h's `mrcctl -json counters`.
-func engineCounters(t *testing.T, h *host) map[string]uint64 {
-	t.Helper()
-	b, err := exec.Command(filepath.Join(h.bin, "mrcctl"), "-d", h.cfg.DeviceSocket, "-json", "counters").Output()
-	if err != nil {
-		t.Fatalf("mrcctl counters in %s: %v", h.ns, err)
-	}
-	var c vproto.Counters
-	if err := json.Unmarshal(b, &c); err != nil {
-		t.Fatalf("mrcctl -json counters in %s: %v: %s", h.ns, err, b)
-	}
-	return c.Engine
-}
+func engineCounters(t *testing.T, h *host) map[string]uint64 { return nicCounters(t, h).Engine }
 
 // waitQPs waits until h has n QPs (a session's thread is chosen by its
 // first request, its CreateQP).
