@@ -38,7 +38,7 @@ func main() {
 	roceMTU := flag.Int("mtu", 0, "override the config's RoCE MTU (payload bytes per packet): 1024, 2048 or 4096; the ports' interface MTU must carry it (4096: 4228 in srv6 mode)")
 	stallClock := flag.Bool("stall-clock", false, "override the config's stall_clock: time the loop was kept off the CPU with ACKs waiting does not count against the engine's timers (docs/nic.md)")
 	loopNice := flag.Int("loop-nice", 0, "override the config's loop_nice: the run loop thread's nice value, -20..19 (below 0 needs CAP_SYS_NICE)")
-	threads := flag.Int("threads", 0, fmt.Sprintf("override the config's threads: engine threads, 1..%d, each with its own AF_XDP socket on queue q+i of every port (the ports need that many queues) and every i-th QP; 1 = one thread", config.MaxThreads))
+	threads := flag.Int("threads", 0, fmt.Sprintf("override the config's threads: engine threads, 1..%d; thread i has its own AF_XDP socket on queue q+i of every port (the ports need that many queues) and owns the QP numbers n with n mod N = i, each new QP going to the thread with the fewest; 1 = one thread", config.MaxThreads))
 	showSock := flag.Bool("show-socket", false, "print the config's device socket path and exit (scripts)")
 	flag.Parse()
 	if *cfgPath == "" {
