@@ -73,7 +73,8 @@ const (
 	// gate stops it while the host is short of CPU.
 	DefaultBusyPoll = 200 * time.Microsecond
 	// MaxThreads bounds threads: the steering program's socket map has 64
-	// queues, and a shard's hand-off rings grow with the square.
+	// queues, and the hand-off buffers (one outbox per ordered pair of
+	// threads) grow with the square.
 	MaxThreads = 16
 )
 
@@ -154,11 +155,12 @@ type Config struct {
 	// Threads is the number of engine threads (shards): each runs its own
 	// engine on its own locked OS thread with its own AF_XDP socket on
 	// queue Queue+i of every port, and owns the QPs whose number is i
-	// modulo Threads. Each new QP goes to the thread with the fewest QPs (a
-	// session's work requests and completions are passed between its
-	// threads); a frame received on another thread's queue is handed over. Each interface needs Queue+Threads
-	// queues (ip link add ... numrxqueues N numtxqueues N). 0 or 1: one
-	// thread, today's daemon (docs/nic.md "More than one core").
+	// modulo Threads. Each new QP goes to the thread with the fewest QPs
+	// (a session's work requests and completions are passed between its
+	// threads); a frame received on another thread's queue is handed
+	// over. Each interface needs Queue+Threads queues (ip link add ...
+	// numrxqueues N numtxqueues N). 0 or 1: one thread (docs/nic.md "More
+	// than one core").
 	Threads int    `yaml:"threads,omitempty"`
 	Ports   []Port `yaml:"ports"`
 	// EngineThread is set by mrc-nicd on each engine thread's copy of the
