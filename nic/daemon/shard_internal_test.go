@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softmrc/softmrc/internal/nsthread"
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/service"
+	"github.com/softmrc/softmrc/nic/vproto"
+)
+
+// TestThreadsInProcess builds and runs a two-thread daemon in this process
+// (AF_XDP sockets on both queues of a veth in a fresh namespace), so that
+// `go test -race` watches its goroutines: the carrier watchers (which
+// reach every thread, and once started before the second thread existed:
+// a data race), the threads' loops, and the front's merged control
+// answers. A carrier change must reach both threads.
+func TestThreadsInProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: not root (needs netns, veth, XDP and AF_XDP)")
+	}
+	if fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW, 0); err != nil {
+		t.Skipf("skipping: kernel lacks AF_XDP sockets: %v", err)
+	} else {
+		unix.Close(fd)
+	}
+	var r [3]byte
+	rand.Read(r[:])
+	id := hex.EncodeToString(r[:])
+	ns := "dt" + id
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	a, b := "dt"+id+"a", "dt"+id+"b"
+	ip("-n", ns, "link", "add", a, "numtxqueues", "2", "numrxqueues", "2", "type", "veth", "peer", "name", b, "numtxqueues", "2", "numrxqueues", "2")
+	ip("-n", ns, "link", "set", a, "up")
+	ip("-n", ns, "link", "set", b, "up")
+	cfg := &config.Config{Host: "h1", Mode: config.ModeECMP, EVs: 8, Threads: 2, DeviceSocket: filepath.Join(t.TempDir(), "h1.sock")}
+	cfg.Ports = []config.Port{{Name: "p0", Interface: a, MAC: wire.MAC{2, 0, 0, 0, 1, 0},
+		NeighborMAC: wire.MAC{2, 0, 0, 0, 2, 0}, Address: netip.MustParseAddr("fd00:" + id[:4] + "::1")}}
+	cfg.SetDefaults()
+	var d *Daemon
+	if err := nsthread.Named(ns, func() (err error) {
+		d, err = New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	if err := d.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.threads()) != 2 {
+		t.Fatalf("%d engine threads, want 2", len(d.threads()))
+	}
+	front := &shardFront{set: d.sh}
+	admin := service.Caller{Admin: true}
+	portsUp := func() (up []bool) {
+		for _, th := range d.threads() {
+			up = append(up, th.portUp[0].Load())
+		}
+		return up
+	}
+	waitUp := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			up := portsUp()
+			if up[0] == want && up[1] == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("port up on the threads %v after 10 s, want %v on both", up, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitUp(true)
+	ip("-n", ns, "link", "set", b, "down") // a loses its carrier
+	waitUp(false)
+	ip("-n", ns, "link", "set", b, "up")
+	waitUp(true)
+	res, err := front.Ctl(admin, vproto.CtlRequest{Cmd: vproto.CtlCounters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.(vproto.Counters); c.Daemon["threads"] != 2 {
+		t.Errorf("counters: threads %d, want 2", c.Daemon["threads"])
+	}
+	if res, err := front.Ctl(admin, vproto.CtlRequest{Cmd: vproto.CtlQPs}); err != nil || len(res.([]vproto.QPRow)) != 0 {
+		t.Errorf("qps: %v, %v; want none", res, err)
+	}
+}
