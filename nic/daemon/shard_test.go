@@ -28,6 +28,12 @@ func TestThreadsRefused(t *testing.T) {
 		c.SetDefaults()
 		return c
 	}
+	// A port whose interface does not exist fails on the first thread,
+	// where the queues are not what is missing: no queue advice then.
+	if _, err := daemon.New(daemon.Options{Config: cfg(func(c *config.Config) { c.Ports[0].Interface = "nosuch0" }),
+		Logger: slog.New(slog.DiscardHandler)}); err == nil || !strings.Contains(err.Error(), `"nosuch0"`) || strings.Contains(err.Error(), "numrxqueues") {
+		t.Errorf("threads 2 on a missing interface: %v; want the interface named and no queue advice", err)
+	}
 	a, _ := xsk.NewPipe("pa", "pb", 0)
 	for _, tc := range []struct {
 		name string
