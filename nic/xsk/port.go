@@ -52,6 +52,8 @@ type Stats struct {
 	RxFrames, RxBytes uint64 // frames taken from the rx ring (including RxOversize ones)
 	RxOversize        uint64 // frames dropped by Recv: longer than the buffer given
 	RxPartial         uint64 // multi-buffer frames dropped: their descriptor chain outgrew MaxSGFrameLen
+	RxJoined          uint64 // multi-buffer frames handed out where they lay (adjacent chunks, no copy)
+	RxCopied          uint64 // multi-buffer frames reassembled by a copy (chunks apart, or the chain cut between calls)
 	TxFrames, TxBytes uint64 // frames queued by Send
 	TxCompleted       uint64 // frames the kernel reported sent
 	TxFull            uint64 // frames Send could not queue (pool or ring full)

@@ -70,6 +70,64 @@ func (c *rxChain) add(p []byte, contd bool) (frame []byte, dropped bool) {
 	return c.buf[:c.n:c.n], false
 }
 
+// joinChain tries to hand out the multi-buffer frame whose first descriptor
+// is rx ring entry cons+i without the reassembly copy. It returns the frame
+// and its number of descriptors, or 0 when the chain does not end before
+// entry cons+n or its chunks are not adjacent (then the caller copies).
+func (s *Socket) joinChain(cons, i, n uint32) ([]byte, uint32) {
+	var descs [MaxSGFrameLen/unix.XDP_PACKET_HEADROOM + 1]unix.XDPDesc
+	k := 0
+	for j := i; j < n && k < len(descs); j++ {
+		descs[k] = s.rx.descs[(cons+j)&s.rx.mask]
+		k++
+		if descs[k-1].Options&unix.XDP_PKT_CONTD == 0 {
+			if f := joinInPlace(s.umem, descs[:k]); f != nil {
+				return f, uint32(k)
+			}
+			return nil, 0
+		}
+	}
+	return nil, 0
+}
+
+// joinInPlace makes the descriptors of one multi-buffer frame one
+// contiguous frame inside the UMEM when their chunks are adjacent, and
+// returns it (nil when they are not, or the frame would outgrow
+// MaxSGFrameLen). In copy mode the kernel fills a chunk from
+// XDP_PACKET_HEADROOM to its end, so a 4 KiB-MTU frame lies in two
+// adjacent chunks with a 256-byte gap where the second chunk's headroom
+// is: moving the second descriptor's bytes back over that gap (a few
+// hundred bytes) replaces copying the whole frame into the reassembly
+// buffer. Only the frame's own chunks are written, and they are the
+// caller's until they go back to the fill ring. Pure: the descriptor logic
+// is tested without a kernel.
+func joinInPlace(umem []byte, descs []unix.XDPDesc) []byte {
+	first := descs[0]
+	end := first.Addr + uint64(first.Len)
+	chunk := first.Addr &^ (FrameSize - 1)
+	for _, d := range descs[1:] {
+		next := d.Addr &^ (FrameSize - 1)
+		if next != chunk+FrameSize {
+			return nil
+		}
+		chunk = next
+	}
+	total := end - first.Addr
+	for _, d := range descs[1:] {
+		total += uint64(d.Len)
+	}
+	if total > MaxSGFrameLen || first.Addr+total > uint64(len(umem)) {
+		return nil
+	}
+	// Each descriptor's bytes start at or after the end of the ones
+	// before (the previous chunk ends where this one begins), so copy
+	// (memmove) moves them back or leaves them where they are.
+	for _, d := range descs[1:] {
+		end += uint64(copy(umem[end:], umem[d.Addr:d.Addr+uint64(d.Len)]))
+	}
+	return umem[first.Addr:end:end]
+}
+
 // pending reports whether a chain is waiting for its next descriptor (the rx
 // ring ran dry or RecvFunc's max cut the batch mid-chain).
 func (c *rxChain) pending() bool { return c.active }

@@ -103,7 +103,7 @@ type counters struct {
 	txFrames, txBytes, txFull     atomic.Uint64
 	txCompleted, kicks, polls     atomic.Uint64
 	txKickErrors                  atomic.Uint64
-	rxPartial                     atomic.Uint64
+	rxPartial, rxJoined, rxCopied atomic.Uint64
 }
 
 // NewSocket creates, maps and binds an AF_XDP socket on one interface queue in
@@ -285,8 +285,25 @@ func (s *Socket) RecvFunc(max int, fn func(frame []byte)) (int, error) {
 	var bytes uint64
 	frames := n
 	cons := s.rx.cachedCons
-	for i := range n {
+	for i := uint32(0); i < n; i++ {
 		d := s.rx.descs[(cons+i)&s.rx.mask]
+		if d.Options&unix.XDP_PKT_CONTD != 0 && !s.chain.pending() {
+			// A multi-buffer frame starts: joined where it lies when it
+			// can be (sg.go), or reassembled by a copy below.
+			if f, k := s.joinChain(cons, i, n); k > 0 {
+				for j := range k {
+					dj := s.rx.descs[(cons+i+j)&s.rx.mask]
+					bytes += uint64(dj.Len)
+					s.rxFree = append(s.rxFree, dj.Addr&^(FrameSize-1))
+				}
+				frames -= k - 1
+				i += k - 1
+				s.c.rxJoined.Add(1)
+				fn(f)
+				continue
+			}
+			s.c.rxCopied.Add(1)
+		}
 		bytes += uint64(d.Len)
 		// In aligned mode the chunk base is the address rounded down.
 		s.rxFree = append(s.rxFree, d.Addr&^(FrameSize-1))
@@ -560,12 +577,15 @@ func (s *Socket) refill() {
 	if n == 0 {
 		return
 	}
+	// Oldest first: the fill ring then hands the kernel the chunks in the
+	// order they were first given, ascending but for one wrap, so the
+	// chunks of a multi-buffer frame are mostly adjacent and it can be
+	// joined in place (sg.go).
 	prod := s.fill.cachedProd
-	k := uint32(len(s.rxFree)) - n
-	for i, a := range s.rxFree[k:] {
+	for i, a := range s.rxFree[:n] {
 		s.fill.addrs[(prod+uint32(i))&s.fill.mask] = a
 	}
-	s.rxFree = s.rxFree[:k]
+	s.rxFree = s.rxFree[:copy(s.rxFree, s.rxFree[n:])]
 	s.fill.submit(n)
 	if s.fill.needWakeup() {
 		s.wakeRx()
@@ -650,6 +670,8 @@ func (s *Socket) Stats() Stats {
 		RxBytes:      s.c.rxBytes.Load(),
 		RxOversize:   s.c.rxOversize.Load(),
 		RxPartial:    s.c.rxPartial.Load(),
+		RxJoined:     s.c.rxJoined.Load(),
+		RxCopied:     s.c.rxCopied.Load(),
 		TxFrames:     s.c.txFrames.Load(),
 		TxBytes:      s.c.txBytes.Load(),
 		TxFull:       s.c.txFull.Load(),
