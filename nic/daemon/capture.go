@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/softmrc/softmrc/internal/pcapio"
@@ -11,8 +12,10 @@ import (
 
 // capture writes the frames a NIC sends and receives to a pcap file (the
 // software twin of a port mirror: AF_XDP traffic bypasses tcpdump's taps).
-// Only the loop goroutine uses it.
+// With threads > 1 every engine thread's loop writes to the front's one
+// capture, under mu; the front closes it.
 type capture struct {
+	mu   sync.Mutex
 	f    *os.File
 	bw   *bufio.Writer
 	w    *pcapio.Writer
@@ -35,7 +38,12 @@ func newCapture(path string, port, max int) (*capture, error) {
 }
 
 func (c *capture) frame(port int, b []byte) {
-	if c == nil || c.left <= 0 || (c.port >= 0 && port != c.port) {
+	if c == nil || (c.port >= 0 && port != c.port) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.left <= 0 {
 		return
 	}
 	c.left--
@@ -46,6 +54,8 @@ func (c *capture) close() error {
 	if c == nil {
 		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	err := c.bw.Flush()
 	if cerr := c.f.Close(); err == nil {
 		err = cerr

@@ -124,9 +124,10 @@ type Daemon struct {
 	stopped chan struct{}
 	// turnHook, when set (tests only, on the loop), runs at the start of
 	// every loop turn: StallLoop blocks the loop with it.
-	turnHook func()
-	cap      *capture
-	tele     teleState // telemetry.go
+	turnHook  func()
+	cap       *capture
+	capShared bool      // cap is the front thread's (shard.go): it closes it
+	tele      teleState // telemetry.go
 
 	// sh and shard: with threads > 1 this daemon is engine thread shard of
 	// sh (shard.go); sh.ds[0] is the front that serves the device socket.
@@ -451,8 +452,10 @@ func (d *Daemon) closeResources() {
 		unix.Close(d.evfd)
 		d.evfd = -1
 	}
-	if err := d.cap.close(); err != nil {
-		d.log.Warn("capture file", "err", err)
+	if !d.capShared {
+		if err := d.cap.close(); err != nil {
+			d.log.Warn("capture file", "err", err)
+		}
 	}
 	d.cap = nil
 }

@@ -115,10 +115,6 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 	switch {
 	case opts.Ports != nil:
 		return nil, errors.New("daemon: threads > 1 needs AF_XDP ports (injected ports have one queue)")
-	case opts.Capture != "":
-		return nil, errors.New("daemon: -capture with threads > 1 is not supported (each thread has its own sockets): capture with threads: 1")
-	case cfg.PathProbes > 0:
-		return nil, errors.New("daemon: path_probes with threads > 1 is not supported (the probes' verdicts feed one engine): set threads: 1 or leave path_probes out")
 	}
 	log := opts.Logger
 	set := &shardSet{inbox: make([]inbox, n), comps: make([]compsBox, n), owners: map[uint32]int{}, load: make([]int, n),
@@ -169,6 +165,13 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 		c := *cfg
 		c.EngineThread = i
 		o := opts
+		if i > 0 {
+			// The front alone probes the paths (their replies, OAM, come to
+			// it: owner) and opens the capture file, which every thread
+			// writes to.
+			c.PathProbes = 0
+			o.Capture = ""
+		}
 		o.Config = &c
 		o.shard = &shardOpts{set: set, index: i, ports: ports[i]}
 		d, err := New(o)
@@ -180,6 +183,7 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 	}
 	for _, d := range set.ds[1:] {
 		d.svc = set.ds[0].svc
+		d.cap, d.capShared = set.ds[0].cap, true
 	}
 	set.ds[0].watchCarriers() // they reach every thread: start once all exist
 	log.Info("mrc-nicd engine threads", "threads", n)
@@ -213,7 +217,7 @@ func (d *Daemon) runShards(ctx context.Context) func() error {
 		}
 		for _, s := range d.sh.ds[1:] {
 			s.running.Store(false)
-			s.closeResources()
+			s.closeResources() // not the capture: the front's (capShared)
 		}
 		return errors.Join(all...)
 	}
@@ -324,6 +328,13 @@ func (d *Daemon) drainInbox(now mrc.Time) int {
 	in.n.Store(0)
 	in.mu.Unlock()
 	for _, f := range batch {
+		if oam.Is(f.buf) {
+			// An OAM reply that came in on another thread's queue: the
+			// front sent the probe (owner). The engine would drop it as a
+			// frame for no QP.
+			d.handleOAM(f.port, f.buf)
+			continue
+		}
 		d.eng.HandlePacket(now, wire.Plane(d.planes[f.port]), f.buf)
 	}
 	d.c.handedIn.Add(uint64(len(batch)))

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
@@ -14,8 +13,8 @@ import (
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
-// What threads > 1 does not support is refused with what to do instead,
-// before any socket is opened (TestThreadsVerified in nic/e2e runs the
+// What threads > 1 does not support (injected ports) is refused with what
+// to do instead, before any socket is opened (TestThreadsVerified in nic/e2e runs the
 // threads themselves, which need AF_XDP ports with several queues).
 func TestThreadsRefused(t *testing.T) {
 	cfg := func(mod func(*config.Config)) *config.Config {
@@ -41,8 +40,6 @@ func TestThreadsRefused(t *testing.T) {
 		want string
 	}{
 		{"injected ports", daemon.Options{Config: cfg(nil), Ports: []xsk.Port{a}}, "needs AF_XDP ports"},
-		{"capture", daemon.Options{Config: cfg(nil), Capture: filepath.Join(t.TempDir(), "c.pcap")}, "capture with threads: 1"},
-		{"path probes", daemon.Options{Config: cfg(func(c *config.Config) { c.PathProbes = 5 * time.Millisecond })}, "set threads: 1 or leave path_probes out"},
 	} {
 		tc.opts.Logger = slog.New(slog.DiscardHandler)
 		if _, err := daemon.New(tc.opts); err == nil {

@@ -4,12 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softmrc/softmrc/internal/wire"
+	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/pathprobe"
 	"github.com/softmrc/softmrc/nic/vproto"
 )
 
@@ -213,4 +221,120 @@ func TestThreadsNeedQueues(t *testing.T) {
 	if !strings.Contains(string(out), "queue 1") || !strings.Contains(string(out), "numrxqueues 2 numtxqueues 2") {
 		t.Errorf("mrc-nicd -threads 2 on a 1-queue veth: the error does not name the queue and the fix:\n%s", out)
 	}
+}
+
+// TestThreadsProbesAndCapture: path_probes and -capture with two engine
+// threads (both were refused at start before). On clos-2p in srv6 mode
+// with every NIC's path-probe agent on, the front thread probes every loop
+// and gets every answer (OAM replies land on either thread's queue and are
+// handed to the front), and h3's one capture file holds the frames both
+// of its threads sent: each thread sends only for its own QPs, so the
+// destination QPs of what h3 sent name the thread through h3's QP table.
+func TestThreadsProbesAndCapture(t *testing.T) {
+	requireNetns(t)
+	pcap := filepath.Join(t.TempDir(), "h3.pcap")
+	tb := upTestbedArgs(t, "clos-2p", []string{"--nic-threads", "2"}, func(c *config.Config) { c.PathProbes = 5 * time.Millisecond },
+		map[string][]string{"h3": {"-capture", pcap, "-capture-max", "1000000"}}, "h0", "h3")
+	h0, h3 := tb.hosts["h0"], tb.hosts["h3"]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var srvOut, cliOut lockedBuffer
+	srv := h3.tool(ctx, "mrc-write-bw", "-p", "18620", "-q", "2", "-s", "65536", "-n", "300", "--verify")
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cli := h0.tool(ctx, "mrc-write-bw", "-p", "18620", "-q", "2", "-s", "65536", "-n", "300", "--verify", h3.addrs[0].String())
+	cli.Stdout, cli.Stderr = &cliOut, &cliOut
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitQPs(t, h3, 2)
+	thread := map[uint32]uint32{} // h0's QPN -> the h3 thread of its peer QP
+	for _, r := range qpRows(t, h3) {
+		thread[r.RemoteQPN] = r.QPN % 2
+	}
+	for name, c := range map[string]*exec.Cmd{"server": srv, "client": cli} {
+		out := &srvOut
+		if name == "client" {
+			out = &cliOut
+		}
+		if err := c.Wait(); err != nil || strings.Contains(out.String(), "VERIFY FAILED") {
+			t.Fatalf("mrc-write-bw %s: %v\n%s", name, err, out.String())
+		}
+	}
+	if len(thread) != 2 || thread[firstKey(thread, 0)] == thread[firstKey(thread, 1)] {
+		t.Fatalf("h3's QPs by peer QPN %v: want one on each thread", thread)
+	}
+	// Every loop of both NICs answered (clos-2p: 2 planes, a T0 and 2 T1s
+	// each): the front sent and received its probes.
+	for _, h := range []*host{h0, h3} {
+		var loops []pathprobe.Stats
+		if err := ctlJSON(h.cfg.DeviceSocket, vproto.CtlRequest{Cmd: vproto.CtlPaths}, &loops); err != nil {
+			t.Fatalf("%s paths: %v", h.ns, err)
+		}
+		if len(loops) != 6 {
+			t.Errorf("%s: %d probe loops, want 6", h.ns, len(loops))
+		}
+		for _, l := range loops {
+			if l.Sent < 20 || l.Received*10 < l.Sent*9 {
+				t.Errorf("%s: loop plane %d T1 %d: %d probes sent, %d answered; want at least 20 and 90 %% answered", h.ns, l.Plane, l.T1, l.Sent, l.Received)
+			}
+		}
+	}
+	// mrc-ping's echoes and replies go through both daemons' front
+	// threads too, whichever queue they land on.
+	out, err := exec.Command(filepath.Join(tb.bin, "mrc-ping"), "-d", h0.cfg.DeviceSocket, "-c", "40", "-i", "5ms", "h3").CombinedOutput()
+	if m := regexp.MustCompile(`(\d+) probes transmitted, (\d+) received`).FindStringSubmatch(string(out)); err != nil || m == nil || m[2] != "40" {
+		t.Errorf("mrc-ping -c 40 h3 with threads 2: %v; want 40 answers:\n%s", err, out)
+	}
+	// The capture is flushed when the daemon stops.
+	stopDaemon(h3.daemon)
+	f, err := os.Open(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	macs := map[wire.MAC]bool{}
+	for _, p := range h3.cfg.Ports {
+		macs[p.MAC] = true
+	}
+	var sent [2]int
+	rx, other := 0, 0
+	for {
+		b, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		var src wire.MAC
+		copy(src[:], b[6:12])
+		qpn, ok := wire.PeekDestQP(b)
+		th, mine := thread[uint32(qpn)]
+		switch {
+		case !macs[src]:
+			rx++
+		case ok && mine:
+			sent[th]++
+		default:
+			other++
+		}
+	}
+	t.Logf("h3's capture: %d frames received, sent for its QPs on thread 0: %d, thread 1: %d, %d others", rx, sent[0], sent[1], other)
+	if sent[0] == 0 || sent[1] == 0 || rx == 0 {
+		t.Errorf("h3's capture: frames sent by thread 0 %d, thread 1 %d, received %d; want both threads' and the received ones", sent[0], sent[1], rx)
+	}
+}
+
+// firstKey returns the i-th smallest key of m.
+func firstKey(m map[uint32]uint32, i int) uint32 {
+	keys := make([]uint32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[i]
 }
