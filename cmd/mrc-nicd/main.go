@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -104,6 +105,15 @@ func main() {
 	}
 	log := slog.New(h).With("host", cfg.Host)
 	slog.SetDefault(log)
+	// Each engine thread's loop keeps its P through short sleeps when the
+	// program has one P more than it has threads (nic/daemon, heldPoll):
+	// give it that, unless GOMAXPROCS was set by hand. Ps above the CPU
+	// count cost nothing here: the loops are locked to their OS threads
+	// and mostly asleep, and the kernel shares the CPUs among them.
+	if n := cfg.ThreadCount(); n > 1 && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) <= n {
+		log.Info("GOMAXPROCS raised for the engine threads", "from", runtime.GOMAXPROCS(0), "to", n+1)
+		runtime.GOMAXPROCS(n + 1)
+	}
 	d, err := daemon.New(daemon.Options{Config: cfg, Logger: log, Capture: *capFile, CapturePort: *capPort, CaptureMax: *capMax})
 	if err != nil {
 		log.Error("start failed", "err", err)

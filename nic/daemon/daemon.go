@@ -93,7 +93,7 @@ type Daemon struct {
 	// delays beyond it is a gap; loop only.
 	gapSlept mrc.Time
 	// heldPoll: the loop's short sleeps keep its P (heldPollMax); set
-	// when the program has another P for everything else.
+	// when the program has a P for every engine thread and one more.
 	heldPoll bool
 	cmds     chan func()
 	pq       postQueue
@@ -222,7 +222,12 @@ func New(opts Options) (_ *Daemon, err error) {
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, rings: map[uint32]*ringSession{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
 	d.clk.start = d.start
-	d.heldPoll = runtime.GOMAXPROCS(0) >= 2
+	// Every engine thread's loop may hold a P while it sleeps, so one
+	// more is needed for everything else, and for a loop that wakes while
+	// the others hold theirs: with 3 threads and 2 Ps a woken loop waited
+	// for a P until another's held sleep ended (up to heldPollMax), and a
+	// 4-host collective's small operations took 30-60 ms instead of 5.
+	d.heldPoll = holdsP(runtime.GOMAXPROCS(0), cfg.ThreadCount())
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
 	defer func() {
@@ -712,6 +717,11 @@ func (d *Daemon) txCommitFn(port wire.Plane, n int) {
 // signal (ppoll is never restarted after a signal handler), so it waits
 // for no sleep. Longer sleeps (an idle daemon's 100 ms) stay ordinary.
 const heldPollMax = 20 * time.Millisecond
+
+// holdsP reports whether each of threads engine loops may keep its P
+// through its short sleeps in a program with procs Ps: only when one is
+// left for everything else.
+func holdsP(procs, threads int) bool { return procs > threads }
 
 // ppollHeld is ppoll(2) as a raw system call: the calling goroutine keeps
 // its P for the sleep (heldPollMax). A signal ends the sleep (EINTR).

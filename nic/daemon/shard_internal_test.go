@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ func TestThreadsInProcess(t *testing.T) {
 	cfg.Ports = []config.Port{{Name: "p0", Interface: a, MAC: wire.MAC{2, 0, 0, 0, 1, 0},
 		NeighborMAC: wire.MAC{2, 0, 0, 0, 2, 0}, Address: netip.MustParseAddr("fd00:" + id[:4] + "::1")}}
 	cfg.SetDefaults()
+	// Two threads and two Ps: a loop holding its P through a sleep would
+	// leave the other none (with 3 threads on 2 Ps a woken loop waited
+	// up to heldPollMax for one), so neither may hold.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	var d *Daemon
 	if err := nsthread.Named(ns, func() (err error) {
 		d, err = New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
@@ -78,6 +83,11 @@ func TestThreadsInProcess(t *testing.T) {
 	}
 	if len(d.threads()) != 2 {
 		t.Fatalf("%d engine threads, want 2", len(d.threads()))
+	}
+	for i, th := range d.threads() {
+		if th.heldPoll {
+			t.Errorf("thread %d holds its P while it sleeps with 2 threads on 2 Ps", i)
+		}
 	}
 	front := &shardFront{set: d.sh}
 	admin := service.Caller{Admin: true}
@@ -115,5 +125,18 @@ func TestThreadsInProcess(t *testing.T) {
 	}
 	if res, err := front.Ctl(admin, vproto.CtlRequest{Cmd: vproto.CtlQPs}); err != nil || len(res.([]vproto.QPRow)) != 0 {
 		t.Errorf("qps: %v, %v; want none", res, err)
+	}
+}
+
+// TestHoldsP: a loop keeps its P through a sleep only when the program has
+// a P for every engine thread and one more.
+func TestHoldsP(t *testing.T) {
+	for _, tc := range []struct {
+		procs, threads int
+		want           bool
+	}{{1, 1, false}, {2, 1, true}, {2, 2, false}, {3, 2, true}, {2, 3, false}, {4, 3, true}} {
+		if got := holdsP(tc.procs, tc.threads); got != tc.want {
+			t.Errorf("holdsP(%d Ps, %d threads) = %v, want %v", tc.procs, tc.threads, got, tc.want)
+		}
 	}
 }
