@@ -157,6 +157,10 @@ type Config struct {
 	// testbed's per-port pacing. Zero entries take PortRate; Config()
 	// reports the resulting rate of every plane.
 	PortRates [wire.MaxPlanes]float64
+	// SharedPorts, when set, is the ports' line time shared with other
+	// engines sending on the same ports (PortClock); nil: this engine's
+	// own. Only with PortRates (or PortRate) set does it matter.
+	SharedPorts *PortClock
 
 	// Flap damping of ports, local (carrier, SetPortState) and the peers'
 	// (port-status updates): a port that went down FlapWindow-close twice

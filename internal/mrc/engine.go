@@ -504,7 +504,7 @@ func (e *Engine) handleEndpoint(port wire.Plane, p *wire.Packet) {
 
 // portRoom reports whether port has TX room for another data packet.
 func (e *Engine) portRoom(port wire.Plane) bool {
-	return e.cfg.PortRates[port] == 0 || e.portBusy[port]-e.now < e.cfg.PortQueue
+	return e.cfg.PortRates[port] == 0 || e.portBusyUntil(port)-e.now < e.cfg.PortQueue
 }
 
 // planeUsable reports whether EVs of plane may carry traffic to pr: the
@@ -650,9 +650,7 @@ func (e *Engine) emitFrame(port wire.Plane, emit func(wire.Plane, []byte)) {
 	}
 	e.stats.TxFrames++
 	e.countPlane(port)
-	if r := e.cfg.PortRates[port]; r > 0 {
-		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
-	}
+	e.occupyPort(port, n)
 	emit(port, e.buf[:n])
 }
 
@@ -673,9 +671,7 @@ func (e *Engine) emitInto(port wire.Plane) {
 	}
 	e.stats.TxFrames++
 	e.countPlane(port)
-	if r := e.cfg.PortRates[port]; r > 0 {
-		e.portBusy[port] = max(e.portBusy[port], e.now) + Time(float64(n*8)/r)
-	}
+	e.occupyPort(port, n)
 }
 
 // fillNet fills the Ethernet/IPv6/UDP part of e.tx for a packet on ev to pr.

@@ -610,7 +610,7 @@ func (q *qp) sendableAt() Time {
 		if e.portRoom(pl) {
 			return true
 		}
-		t = min(t, e.portBusy[pl]-e.cfg.PortQueue+1)
+		t = min(t, e.portBusyUntil(pl)-e.cfg.PortQueue+1)
 		return false
 	}
 	if q.cfg.Transport.inOrder() {

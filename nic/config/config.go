@@ -166,6 +166,10 @@ type Config struct {
 	// EngineThread is set by mrc-nicd on each engine thread's copy of the
 	// config (0..Threads-1); never read from a file.
 	EngineThread int `yaml:"-"`
+	// EnginePorts, when set (by mrc-nicd, for threads > 1), is the ports'
+	// line time every engine thread paces against; nil: each thread
+	// paces its ports at 1/Threads of their rate. Never read from a file.
+	EnginePorts *mrc.PortClock `yaml:"-"`
 }
 
 // CC are the congestion-control options handed to the engine.

@@ -221,6 +221,9 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: cfg, log: log, start: time.Now(), cmds: make(chan func(), 4096), evfd: -1,
 		qps: map[wire.QPN]*qpState{}, rings: map[uint32]*ringSession{}, deliver: map[uint32][]vproto.CQE{}, stopped: make(chan struct{})}
+	if opts.shard != nil {
+		d.start = opts.shard.start // one time base for all threads
+	}
 	d.clk.start = d.start
 	// Every engine thread's loop may hold a P while it sleeps, so one
 	// more is needed for everything else, and for a loop that wakes while

@@ -56,17 +56,23 @@ func EngineConfig(cfg *config.Config) (mrc.Config, error) {
 	// not sent: no timer runs for it), and the loop sends what it emits at
 	// once, so a packet's ACK timer starts when it leaves.
 	//
-	// With engine threads each owns every n-th QP number and paces each
-	// port at 1/n of its rate (a static split: an idle thread's share is
-	// not lent to a busy one).
+	// With engine threads each owns every n-th QP number. They pace each
+	// port at its whole rate against one shared clock of the line time
+	// all of them took (EnginePorts), or, without one, each at 1/n of the
+	// rate (a static split: an idle thread's share is not lent to a busy
+	// one).
 	n := cfg.ThreadCount()
+	split := 1.0
 	if n > 1 {
 		ec.QPNShards, ec.QPNShard = n, cfg.EngineThread
+		if ec.SharedPorts = cfg.EnginePorts; ec.SharedPorts == nil {
+			split = float64(n)
+		}
 	}
 	var slowest uint64
 	for _, p := range cfg.Ports {
 		if p.PacingBps > 0 && p.Plane < len(ec.PortRates) {
-			ec.PortRates[p.Plane] = float64(p.PacingBps) / 1e9 / float64(n) // bits per ns
+			ec.PortRates[p.Plane] = float64(p.PacingBps) / 1e9 / split // bits per ns
 			if slowest == 0 || p.PacingBps < slowest {
 				slowest = p.PacingBps
 			}

@@ -50,6 +50,35 @@ func TestEngineConfigPerPlaneRates(t *testing.T) {
 	}
 }
 
+// With engine threads each engine paces a port at its whole rate against
+// the clock the threads share (EnginePorts); without one, at 1/threads.
+func TestEngineConfigThreadsPacing(t *testing.T) {
+	var clock mrc.PortClock
+	for _, tc := range []struct {
+		name   string
+		shared *mrc.PortClock
+		want   float64
+	}{{"shared clock", &clock, 0.4}, {"static split", nil, 0.2}} {
+		cfg := daemontest.Config(t.TempDir(), 1, 2)
+		cfg.Threads, cfg.EngineThread, cfg.EnginePorts = 2, 1, tc.shared
+		for i := range cfg.Ports {
+			cfg.Ports[i].PacingBps = 400e6
+		}
+		ec, err := daemon.EngineConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec.SharedPorts != tc.shared || ec.QPNShards != 2 || ec.QPNShard != 1 {
+			t.Errorf("%s: SharedPorts %p, QP shard %d of %d; want %p, 1 of 2", tc.name, ec.SharedPorts, ec.QPNShard, ec.QPNShards, tc.shared)
+		}
+		for p := range cfg.Ports {
+			if got := ec.PortRates[p]; got != tc.want {
+				t.Errorf("%s: plane %d rate %v bits/ns, want %v", tc.name, p, got, tc.want)
+			}
+		}
+	}
+}
+
 // cc.scale reaches the engine as CCConfig.Scaled: the target queueing
 // delay k times the default; without it the engine's default stays.
 func TestEngineConfigCCScale(t *testing.T) {

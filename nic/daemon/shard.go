@@ -63,6 +63,9 @@ type shardOpts struct {
 	set   *shardSet
 	index int
 	ports []xsk.Port
+	// start is every thread's clock origin: with one time base their
+	// engines can share the ports' line time (config EnginePorts).
+	start time.Time
 }
 
 // shardSet is one NIC's engine threads.
@@ -161,9 +164,18 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 			}
 		}
 	}
+	// One pacer for all threads: each paces a port at its whole rate
+	// against the line time all of them took (mrc.PortClock). Not with
+	// stall_clock, where each thread's engine time runs behind the wall
+	// by its own stalls: then each thread paces 1/n of the rate.
+	var clock *mrc.PortClock
+	if !cfg.StallClock {
+		clock = &mrc.PortClock{}
+	}
+	start := time.Now()
 	for i := 0; i < n; i++ {
 		c := *cfg
-		c.EngineThread = i
+		c.EngineThread, c.EnginePorts = i, clock
 		o := opts
 		if i > 0 {
 			// The front alone probes the paths (their replies, OAM, come to
@@ -173,7 +185,7 @@ func newSharded(opts Options) (_ *Daemon, err error) {
 			o.Capture = ""
 		}
 		o.Config = &c
-		o.shard = &shardOpts{set: set, index: i, ports: ports[i]}
+		o.shard = &shardOpts{set: set, index: i, ports: ports[i], start: start}
 		d, err := New(o)
 		if err != nil {
 			ports[i] = nil // New closed them

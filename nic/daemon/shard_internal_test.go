@@ -85,6 +85,9 @@ func TestThreadsInProcess(t *testing.T) {
 		t.Fatalf("%d engine threads, want 2", len(d.threads()))
 	}
 	for i, th := range d.threads() {
+		if th.cfg.EnginePorts == nil || th.cfg.EnginePorts != d.cfg.EnginePorts || th.start != d.start {
+			t.Errorf("thread %d: ports' clock %p, start %v; want the front's %p, %v (one pacer, one time base)", i, th.cfg.EnginePorts, th.start, d.cfg.EnginePorts, d.start)
+		}
 		if th.heldPoll {
 			t.Errorf("thread %d holds its P while it sleeps with 2 threads on 2 Ps", i)
 		}

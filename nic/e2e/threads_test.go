@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -337,4 +338,50 @@ func firstKey(m map[uint32]uint32, i int) uint32 {
 	}
 	slices.Sort(keys)
 	return keys[i]
+}
+
+// TestThreadsPacing: with two engine threads and a paced port, one QP
+// gets the port's whole rate (the threads pace against one clock of the
+// line time: mrc.PortClock), not half of it (each thread's 1/2 share, as
+// before), and two QPs on the two threads together get no more than it.
+// Load can only make a run slower, so the half-rate check passes if one of
+// three attempts is above 0.7 of the rate; the upper bound holds for all.
+func TestThreadsPacing(t *testing.T) {
+	requireNetns(t)
+	const pacing = 400e6 // bit/s on the wire
+	tp := newTopoQueues(t, 1, false, 3500, 0, 2)
+	for _, h := range tp.h {
+		h.cfg.Threads = 2
+		h.cfg.Ports[0].PacingBps = pacing
+		if err := h.cfg.Write(h.path); err != nil {
+			t.Fatal(err)
+		}
+		h.start(t)
+	}
+	// The tool's MiB/s is payload: about 0.95 of the wire bytes at a RoCE
+	// MTU of 2048.
+	rate := func(qps string) float64 {
+		t.Helper()
+		out, err := tp.pairRun(t, time.Minute, "mrc-write-bw", "-q", qps, "-s", "1048576", "-n", "40", "--verify")
+		m := bwRow.FindStringSubmatch(out)
+		if err != nil || m == nil || strings.Contains(out, "VERIFY FAILED") {
+			t.Fatalf("mrc-write-bw -q %s: %v\n%s", qps, err, out)
+		}
+		v, _ := strconv.ParseFloat(m[4], 64)
+		return v * 8 * (1 << 20) / pacing
+	}
+	best := 0.0
+	for attempt := 1; attempt <= 3 && best < 0.7; attempt++ {
+		r := rate("1")
+		t.Logf("1 QP, attempt %d: %.2f of the pacing rate (payload)", attempt, r)
+		best = max(best, r)
+	}
+	if best < 0.7 {
+		t.Errorf("1 QP on 2 engine threads: at most %.2f of the port's pacing rate in 3 attempts, want above 0.7 (each thread pacing 1/2 of it gives 0.5)", best)
+	}
+	if r := rate("2"); r > 1.05 {
+		t.Errorf("2 QPs on 2 engine threads: %.2f of the port's pacing rate, want at most 1 (the threads share the port)", r)
+	} else {
+		t.Logf("2 QPs: %.2f of the pacing rate (payload)", r)
+	}
 }
