@@ -34,7 +34,7 @@ import (
 
 const usage = `usage:
   mrc-testbed up FILE | up --preset NAME [--prefix P] [--dir RUNDIR] [--bin DIR] [--mode srv6|ecmp] [--dataplane xdp|kernel]
-                [--roce-mtu 1024|2048|4096] [--mtu BYTES] [--nic-threads N]
+                [--roce-mtu 1024|2048|4096] [--mtu BYTES] [--nics] [--nic-threads N]
   mrc-testbed plan FILE | plan --preset NAME [--prefix P] [--dir RUNDIR]
   mrc-testbed status [--dir RUNDIR | --prefix P] [--json]
   mrc-testbed fault [--dir RUNDIR | --prefix P] TARGET OP
@@ -94,6 +94,7 @@ type flags struct {
 	roceMTU   *int
 	mtu       *int
 	threads   *int
+	nics      *bool
 	json      *bool
 }
 
@@ -111,6 +112,7 @@ func newFlags(cmd string) *flags {
 		roceMTU:   fs.Int("roce-mtu", 0, "override the NICs' RoCE MTU: 1024 | 2048 | 4096 (the links' MTU follows unless given)"),
 		mtu:       fs.Int("mtu", 0, "override the links' (veth) MTU in bytes"),
 		threads:   fs.Int("nic-threads", 0, fmt.Sprintf("override the topology's nic_threads: every mrc-nicd's engine threads, 1..%d (each NIC-T0 link gets that many queues)", nicconfig.MaxThreads)),
+		nics:      fs.Bool("nics", false, "start mrc-nicd in every host namespace (the topology's nics: true; the presets leave it false)"),
 		json:      fs.Bool("json", false, "machine-readable output (status)"),
 	}
 }
@@ -164,6 +166,9 @@ func (f *flags) topology(pos []string) (*topo.Topology, error) {
 	}
 	if *f.roceMTU != 0 {
 		t.SetRoCEMTU(*f.roceMTU)
+	}
+	if *f.nics {
+		t.NICs = true
 	}
 	if n := *f.threads; n != 0 {
 		if n < 1 || n > nicconfig.MaxThreads {

@@ -127,3 +127,31 @@ func TestExitCodeNamesGroupFailures(t *testing.T) {
 		t.Errorf("other: code %d, printed %q", c, buf.String())
 	}
 }
+
+// TestTopologyFlags: up's flags override the topology: --nics starts the
+// NICs a preset leaves out, --nic-threads sets their threads, and without
+// them the preset's values stay.
+func TestTopologyFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		nics    bool
+		threads int
+	}{
+		{[]string{"--preset", "clos-2p"}, false, 0},
+		{[]string{"--preset", "clos-2p", "--nics"}, true, 0},
+		{[]string{"--nics", "--preset", "pair", "--nic-threads", "3"}, true, 3},
+	} {
+		f := newFlags("up")
+		pos, _, err := f.parse(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := f.topology(pos)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if top.NICs != tc.nics || top.NICThreads != tc.threads {
+			t.Errorf("%v: nics %v, nic_threads %d; want %v, %d", tc.args, top.NICs, top.NICThreads, tc.nics, tc.threads)
+		}
+	}
+}
