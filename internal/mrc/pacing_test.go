@@ -29,17 +29,7 @@ func TestPacedPlaneRate(t *testing.T) {
 				c.CC.MaxCwnd = 4 << 20 // the window must not be what binds
 			}})
 			queue := h.eng[0].Config().PortQueue
-			type sample struct {
-				at Time
-				n  int
-			}
-			var frames [testPlanes][]sample
-			h.Filter = func(from int, port wire.Plane, f []byte) bool {
-				if from == 0 {
-					frames[port] = append(frames[port], sample{h.now, len(f)})
-				}
-				return false
-			}
+			frames := logSent(h, nil)
 			const size = 8 << 20
 			h.transfer(size, 256<<10, Second)
 			s := h.snap(0)
@@ -54,13 +44,8 @@ func TestPacedPlaneRate(t *testing.T) {
 				// Rate: the bytes of every frame but the last over the time
 				// from the first to the last (each frame's line time is
 				// taken before the next may go).
-				bytes := 0
-				for _, f := range fs[:len(fs)-1] {
-					bytes += f.n
-				}
-				span := fs[len(fs)-1].at - fs[0].at
-				got := float64(bytes*8) / float64(span)
-				t.Logf("plane %d: %d frames, %d bytes in %d µs: %.2f Gb/s paced at %.2f", p, len(fs), bytes, span/Microsecond, got, r)
+				got := sentRate(fs)
+				t.Logf("plane %d: %d frames in %d µs: %.2f Gb/s paced at %.2f", p, len(fs), (fs[len(fs)-1].at-fs[0].at)/Microsecond, got, r)
 				if got < r*0.97 || got > r*1.03 {
 					t.Errorf("plane %d sent at %.2f Gb/s, paced at %.2f: want within 3 %%", p, got, r)
 				}
@@ -84,4 +69,37 @@ func TestPacedPlaneRate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sentFrame is one frame engine 0 of a harness sent: when, and its length.
+type sentFrame struct {
+	at Time
+	n  int
+}
+
+// logSent records, per plane, the frames engine 0 of h sends from now on
+// (h's Filter; it drops none), calling also, when set, for each.
+func logSent(h *harness, also func(port wire.Plane, f []byte)) *[testPlanes][]sentFrame {
+	var frames [testPlanes][]sentFrame
+	h.Filter = func(from int, port wire.Plane, f []byte) bool {
+		if from == 0 {
+			frames[port] = append(frames[port], sentFrame{h.now, len(f)})
+			if also != nil {
+				also(port, f)
+			}
+		}
+		return false
+	}
+	return &frames
+}
+
+// sentRate is the rate, in bits per ns, of a plane's frames: the bytes of
+// every frame but the last over the time from the first to the last (each
+// frame's line time is taken before the next may go).
+func sentRate(fs []sentFrame) float64 {
+	bytes := 0
+	for _, f := range fs[:len(fs)-1] {
+		bytes += f.n
+	}
+	return float64(bytes*8) / float64(fs[len(fs)-1].at-fs[0].at)
 }

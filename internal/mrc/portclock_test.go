@@ -56,30 +56,17 @@ func TestSharedPortsRate(t *testing.T) {
 				c.CC.MaxCwnd = 4 << 20
 			}})
 			h.eng[0].cfg.SharedPorts = &pc // the sender only: the receiver has ports of its own
-			type sample struct {
-				at Time
-				n  int
-			}
-			var frames [testPlanes][]sample
-			h.Filter = func(from int, port wire.Plane, f []byte) bool {
-				if from == 0 {
-					frames[port] = append(frames[port], sample{h.now, len(f)})
-					if tc.other {
-						pc.occupy(port, h.now, Time(float64(len(f)*8)/r))
-					}
+			frames := logSent(h, func(port wire.Plane, f []byte) {
+				if tc.other {
+					pc.occupy(port, h.now, Time(float64(len(f)*8)/r))
 				}
-				return false
-			}
+			})
 			h.transfer(4<<20, 256<<10, Second)
 			for p, fs := range frames {
 				if len(fs) < 100 {
 					t.Fatalf("plane %d carried %d frames", p, len(fs))
 				}
-				bytes := 0
-				for _, f := range fs[:len(fs)-1] {
-					bytes += f.n
-				}
-				got := float64(bytes*8) / float64(fs[len(fs)-1].at-fs[0].at)
+				got := sentRate(fs)
 				want := r * tc.share
 				t.Logf("plane %d: %d frames at %.2f Gb/s, want %.2f", p, len(fs), got, want)
 				if got < want*0.95 || got > want*1.05 {
