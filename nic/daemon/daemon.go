@@ -499,13 +499,17 @@ func (d *Daemon) enqueue(fn func()) bool {
 		return false
 	case d.cmds <- fn:
 	}
-	if d.sleep.Load() {
-		d.wake()
-	}
+	d.wake()
 	return true
 }
 
+// wake ends the loop's sleep: an eventfd write, only while it sleeps (an
+// awake loop sees the work on its next turn; idle looks once more after
+// setting sleep, so a wake that raced it is not lost).
 func (d *Daemon) wake() {
+	if !d.sleep.Load() {
+		return
+	}
 	var one = [8]byte{1}
 	_, _ = unix.Write(d.evfd, one[:])
 }

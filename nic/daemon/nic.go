@@ -300,9 +300,7 @@ func (d *Daemon) unlockPosts() {
 	q := &d.pq
 	q.n.Store(int64(len(q.wrs)))
 	q.mu.Unlock()
-	if d.sleep.Load() {
-		d.wake()
-	}
+	d.wake()
 }
 
 // drainPosts runs the queued posts on the loop.

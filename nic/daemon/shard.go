@@ -318,9 +318,7 @@ func (d *Daemon) flushHandoffs() {
 		}
 		clear(o.frames)
 		o.frames = o.frames[:0]
-		if s.sleep.Load() {
-			s.wake()
-		}
+		s.wake()
 	}
 }
 
@@ -448,9 +446,7 @@ func (sh *shardSet) passCompletions(from int, owner uint32, cqes []vproto.CQE) b
 	}
 	b.n.Store(int64(len(b.cqes)))
 	b.mu.Unlock()
-	if d := sh.ds[home]; d.sleep.Load() {
-		d.wake()
-	}
+	sh.ds[home].wake()
 	return true
 }
 
