@@ -64,6 +64,25 @@ func (o *oob) recvJSONWithin(tag string, v any, d time.Duration) error {
 	if err != nil {
 		return err
 	}
+	return parseJSONLine(line, tag, v)
+}
+
+// recvRoundEnd reads the client's end of a round: DONE with its
+// iterations into done, or ABORT (the client failed during the round, not
+// only between rounds), whose reason it returns with aborted set.
+func (o *oob) recvRoundEnd(done *[]uint64, d time.Duration) (why string, aborted bool, err error) {
+	line, err := o.recvWithin(d)
+	if err != nil {
+		return "", false, err
+	}
+	if why, ok := strings.CutPrefix(line, "ABORT"); ok {
+		return why, true, nil
+	}
+	return "", false, parseJSONLine(line, "DONE", done)
+}
+
+// parseJSONLine parses "TAG {json}" into v.
+func parseJSONLine(line, tag string, v any) error {
 	rest, ok := strings.CutPrefix(line, tag+" ")
 	if !ok {
 		return fmt.Errorf("out-of-band: expected %s, got %q", tag, trunc(line))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -464,5 +465,38 @@ func TestWriteBWRateLimit(t *testing.T) {
 				t.Fatalf("%.3f MiB/s with a limit of %.3f MiB/s: want ≤ %.3f (and not starved below a quarter)", r.Average, tc.max, bound)
 			}
 		})
+	}
+}
+
+// TestRecvRoundEnd: the server's read of a round's end takes the client's
+// DONE, and also its ABORT: a client can fail during a round (its device
+// died under an out-of-band read), not only between rounds. Before, an
+// ABORT there was "expected DONE", and the server's error did not say the
+// client had ended the test (CI 2026-12-06 06:12,
+// TestServerFailsWhenClientAborts).
+func TestRecvRoundEnd(t *testing.T) {
+	for _, tc := range []struct {
+		line    string
+		done    []uint64
+		why     string
+		aborted bool
+		err     string
+	}{
+		{"DONE [5,7]", []uint64{5, 7}, "", false, ""},
+		{"ABORT out-of-band receive: i/o timeout", nil, " out-of-band receive: i/o timeout", true, ""},
+		{"RESULT {}", nil, "", false, "expected DONE"},
+	} {
+		a, b := net.Pipe()
+		go func() { fmt.Fprintln(a, tc.line) }()
+		var done []uint64
+		why, aborted, err := newOOB(b).recvRoundEnd(&done, 5*time.Second)
+		a.Close()
+		b.Close()
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%q: error %v, want %q", tc.line, err, tc.err)
+		}
+		if why != tc.why || aborted != tc.aborted || !slices.Equal(done, tc.done) {
+			t.Errorf("%q: done %v, why %q, aborted %v; want %v, %q, %v", tc.line, done, why, aborted, tc.done, tc.why, tc.aborted)
+		}
 	}
 }

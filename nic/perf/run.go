@@ -847,6 +847,19 @@ func (s *session) waitImm(ctx context.Context) error {
 // device to report an error, if it is going to.
 const abortSettle = 2 * time.Second
 
+// clientAborted ends the server after the client's ABORT (between rounds
+// or during one), saying so.
+func (s *session) clientAborted(why string) error {
+	_ = s.o.send("BYE")
+	// The client's failure may be this side's device dying (its QPs stop
+	// answering): give the device's own error a moment to arrive, so that
+	// the error names the cause (Run's defer).
+	for t := time.Now(); s.dev.Err() == nil && time.Since(t) < abortSettle; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("the client ended the test after an error:%s", why)
+}
+
 func (s *session) serve(ctx context.Context) error {
 	p := s.p
 	for {
@@ -859,14 +872,7 @@ func (s *session) serve(ctx context.Context) error {
 			return nil
 		}
 		if why, ok := strings.CutPrefix(line, "ABORT"); ok {
-			_ = s.o.send("BYE")
-			// The client's failure may be this side's device dying (its QPs
-			// stop answering): give the device's own error a moment to
-			// arrive, so that the error names the cause (Run's defer).
-			for t := time.Now(); s.dev.Err() == nil && time.Since(t) < abortSettle; {
-				time.Sleep(10 * time.Millisecond)
-			}
-			return fmt.Errorf("the client ended the test after an error:%s", why)
+			return s.clientAborted(why)
 		}
 		var size int
 		if _, err := fmt.Sscanf(line, "SIZE %d", &size); err != nil || size < 0 || size > s.region {
@@ -893,12 +899,15 @@ func (s *session) serve(ctx context.Context) error {
 		// A round lasts as long as the client says (-n, -D). With --verify
 		// the client's check requests are answered meanwhile.
 		wait := s.checksWhile(p.Verify && p.Kind == BW && res.Error == "", size)
-		err = s.o.recvJSONWithin("DONE", &peerDone, 24*time.Hour)
+		why, aborted, err := s.o.recvRoundEnd(&peerDone, 24*time.Hour)
 		if cerr := wait(); cerr != nil && res.Error == "" {
 			res.Error = cerr.Error()
 		}
 		if err != nil {
 			return err
+		}
+		if aborted {
+			return s.clientAborted(why)
 		}
 		if p.Verify && res.Error == "" {
 			v := s.verifyResult()
