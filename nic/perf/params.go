@@ -66,6 +66,9 @@ type Params struct {
 	Verify   bool
 	JSON     bool
 	Unsig    bool
+	// CQMod asks for one completion per CQMod work requests of a QP
+	// (perftest's --cq-mod); bandwidth test only, at most TxDepth.
+	CQMod int
 	// Transport of every QP; both sides must be started with the same
 	// (checked in the out-of-band exchange).
 	Transport verbs.Transport
@@ -105,6 +108,25 @@ func (p *Params) sizes() []int {
 		s = append(s, n)
 	}
 	return s
+}
+
+// DefaultCQMod is mrc-write-bw's --cq-mod bound, perftest's default: a
+// completion per work request costs the application a wakeup and the daemon
+// a futex call per message, which at 64 KiB was a fifth of a sending
+// daemon's CPU per byte (docs/performance.md).
+const DefaultCQMod = 100
+
+// cqMod is the CQ moderation the bandwidth test applies. Given (--cq-mod):
+// that, at most the send queue depth, else a full queue could hold no
+// signaled request and nothing would complete. By default: DefaultCQMod, at
+// most half the depth, so that the queue is refilled before it drains
+// (perftest clamps only to the depth, and a -t at or below 100 then runs
+// in bursts).
+func (p *Params) cqMod() uint64 {
+	if p.CQMod == 0 {
+		return uint64(max(1, min(DefaultCQMod, p.TxDepth/2)))
+	}
+	return uint64(max(1, min(p.CQMod, p.TxDepth)))
 }
 
 // ErrUsage is returned for bad command lines (the message says which).
@@ -154,7 +176,12 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.BoolVar(&p.Infinite, "run_infinitely", false, "repeat -D (default 5 s) rounds until interrupted")
 	fs.BoolVar(&p.Verify, "verify", false, "check that every byte landed (the server reports mismatches)")
 	fs.BoolVar(&p.JSON, "json", false, "print results as JSON on stdout (the banner goes to stderr)")
-	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion")
+	fs.BoolVar(&p.Unsig, "unsignaled", false, "only the last of each batch of work requests asks for a completion (instead of --cq-mod)")
+	if kind == BW {
+		const cqHelp = "CQ moderation, as perftest's: one work request in N asks for a completion, and the last of the run (1: every one; at most -t; 0: 100, at most half of -t)"
+		fs.IntVar(&p.CQMod, "Q", 0, cqHelp)
+		fs.IntVar(&p.CQMod, "cq-mod", 0, "same as -Q")
+	}
 	transport := fs.String("transport", "mrc", "QP transport: mrc, or roce (the RoCEv2 RC baseline: one path per QP, go-back-N, DCQCN; docs/roce.md); both sides must use the same")
 	evs := fs.String("evs", "", "pin every QP of this side to these EVs (the paths it sends on), comma-separated: a number (0x10000000) or PLANE.T1 (1.0 = plane 1 through T1 0, several of one PLANE.T1 get distinct entropy); empty: mrc-nicd spreads its EVs over every plane and T1")
 	vo, err := verbs.DefaultOptions()
@@ -240,6 +267,9 @@ func (p *Params) check() error {
 	}
 	if p.TxDepth < 1 || p.TxDepth > 8192 {
 		errs = append(errs, fmt.Sprintf("-t %d: want 1..8192", p.TxDepth))
+	}
+	if p.CQMod < 0 {
+		errs = append(errs, fmt.Sprintf("--cq-mod %d: want at least 1 (0: the default)", p.CQMod))
 	}
 	if p.Duration < 0 {
 		errs = append(errs, fmt.Sprintf("-D %d: want seconds >= 0", p.Duration))

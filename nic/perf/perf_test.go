@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -498,5 +500,108 @@ func TestRecvRoundEnd(t *testing.T) {
 		if why != tc.why || aborted != tc.aborted || !slices.Equal(done, tc.done) {
 			t.Errorf("%q: done %v, why %q, aborted %v; want %v, %q, %v", tc.line, done, why, aborted, tc.done, tc.why, tc.aborted)
 		}
+	}
+}
+
+// TestWriteBWCQMod: --cq-mod N asks for one completion per N writes (and
+// for the last), in iteration and duration rounds, with and without
+// --verify; every run completes with every write counted. The client's
+// daemon counts the completions it delivered.
+func TestWriteBWCQMod(t *testing.T) {
+	// signaled counts the writes 1..n that ask for a completion: every
+	// multiple of one of every, and the last.
+	signaled := func(n uint64, every ...uint64) uint64 {
+		c := uint64(0)
+		for i := uint64(1); i <= n; i++ {
+			for _, e := range every {
+				if i%e == 0 || i == n {
+					c++
+					break
+				}
+			}
+		}
+		return c
+	}
+	// --verify adds, per window of k writes (the last may be partial), the
+	// check's own completion and the peer's answer received.
+	checks := func(n, k uint64) uint64 { return 2 * ((n + k - 1) / k) }
+	for _, c := range []struct {
+		name string
+		args []string
+		want func(iters uint64) uint64 // completions delivered to the client
+	}{
+		{"every write", []string{"-n", "300", "-t", "32", "-Q", "1"}, func(n uint64) uint64 { return n }},
+		{"one in 10", []string{"-n", "300", "-t", "32", "-Q", "10"}, func(uint64) uint64 { return 30 }},
+		{"one in 7 and the last", []string{"-n", "300", "-t", "32", "-Q", "7"}, func(uint64) uint64 { return 43 }},
+		{"default at -t 32: one in 16", []string{"-n", "300", "-t", "32"}, func(n uint64) uint64 { return signaled(n, 16) }},
+		{"default at -t 128: one in 64", []string{"-n", "300"}, func(n uint64) uint64 { return signaled(n, 64) }},
+		{"above the depth: one in 16", []string{"-n", "320", "-t", "16", "-Q", "100"}, func(uint64) uint64 { return 20 }},
+		// Verify windows are the slots (2 KiB: -t of them); a window's last
+		// write asks for a completion too.
+		{"verify, every", []string{"-n", "300", "-t", "32", "-Q", "1", "--verify"}, func(n uint64) uint64 { return n + checks(n, 32) }},
+		{"verify, one in 20", []string{"-n", "300", "-t", "64", "-Q", "20", "--verify"}, func(n uint64) uint64 { return signaled(n, 20, 64) + checks(n, 64) }},
+		// A duration round stops at any write: the one that closes it asks.
+		{"duration", []string{"-D", "1", "-t", "64", "-Q", "50"}, func(n uint64) uint64 { return signaled(n, 50) }},
+		{"duration, verify", []string{"-D", "1", "-t", "64", "-Q", "50", "--verify"}, func(n uint64) uint64 { return signaled(n, 50, 64) + checks(n, 64) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pr := daemontest.Start(t, 1)
+			cqes := func() uint64 {
+				d, err := verbs.Open(pr.Sock[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Close()
+				var cs vproto.Counters
+				if err := d.Ctl(vproto.CtlRequest{Cmd: vproto.CtlCounters}, &cs); err != nil {
+					t.Fatal(err)
+				}
+				return cs.Daemon["cqes"]
+			}
+			before := cqes()
+			out, errOut, err := runPairOn(t, pr, BW, append([]string{"-s", "2048"}, c.args...)...)
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, out, errOut)
+			}
+			m := bwRow.FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no result row:\n%s", out)
+			}
+			iters, _ := strconv.ParseUint(m[2], 10, 64)
+			got, want := cqes()-before, c.want(iters)
+			t.Logf("%d writes, %d completions", iters, got)
+			if got != want {
+				t.Errorf("%d completions for %d writes: want %d", got, iters, want)
+			}
+			if !strings.Contains(errOut+out, "CQ Moderation") {
+				t.Errorf("no CQ Moderation line in the banner:\n%s%s", errOut, out)
+			}
+		})
+	}
+}
+
+func TestPeakRate(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, c := range []struct {
+		name   string
+		stamps []stamp
+		w      uint64
+		want   float64 // messages per second (size 1)
+	}{
+		{"none", nil, 4, 0},
+		{"one", []stamp{{0, 1}}, 4, 0},
+		// Moderated: 10 messages per completion, 1 ms apart, one gap.
+		{"moderated", []stamp{{0, 10}, {ms, 20}, {2 * ms, 30}, {10 * ms, 40}, {11 * ms, 50}}, 20, 10000},
+		// The window is wider than one completion's step: the best span
+		// that completes at least w.
+		{"uneven", []stamp{{0, 1}, {ms, 2}, {2 * ms, 12}, {3 * ms, 13}}, 10, 10000},
+		// A run shorter than the window: its whole span.
+		{"short run", []stamp{{0, 1}, {2 * ms, 5}}, 128, 2000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := peakRate(c.stamps, c.w, 1); math.Abs(got-c.want) > 1e-6*c.want+1e-9 {
+				t.Errorf("peakRate = %g, want %g", got, c.want)
+			}
+		})
 	}
 }

@@ -39,7 +39,7 @@ func printBanner(w io.Writer, p *Params, info verbs.DeviceInfo) {
 	fmt.Fprintf(w, " Planes          : %d\t\tEVs per QP     : %d\n", len(info.Ports), info.EVs)
 	fmt.Fprintf(w, " Fabric mode     : %s\t\tBidirectional  : %s\n", info.Mode, onoff(p.Bidir))
 	fmt.Fprintf(w, " TX depth        : %d\n", p.TxDepth)
-	fmt.Fprintf(w, " CQ Moderation   : 1\n")
+	fmt.Fprintf(w, " CQ Moderation   : %d\n", p.cqMod())
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", info.MTU)
 	fmt.Fprintf(w, " Link type       : Ethernet\n")
 	fmt.Fprintf(w, " GID index       : 0\n")

@@ -38,6 +38,8 @@ type testParams struct {
 	Infinite bool
 	Unsig    bool
 	MTU      int
+	// CQMod is the client's --cq-mod (0: the default).
+	CQMod int `json:",omitempty"`
 	// Transport is the client's --transport ("" from older clients: mrc).
 	Transport string `json:",omitempty"`
 }
@@ -66,7 +68,10 @@ type qpCtx struct {
 	remote key
 	posted uint64
 	done   uint64
-	v      verifyState // --verify
+	// signaled: the writes up to here (exclusive) end in one that asks
+	// for a completion.
+	signaled uint64
+	v        verifyState // --verify
 }
 
 type session struct {
@@ -197,7 +202,7 @@ func (s *session) handshake() error {
 	o, p := s.o, s.p
 	tp := testParams{Kind: p.Kind, Size: p.Size, All: p.All, Iters: p.Iters, Duration: p.Duration, QPs: p.QPs,
 		TxDepth: p.TxDepth, Bidir: p.Bidir, Verify: p.Verify, Infinite: p.Infinite, Unsig: p.Unsig, MTU: s.info.MTU,
-		Transport: p.Transport.String()}
+		CQMod: p.CQMod, Transport: p.Transport.String()}
 	if p.Server != "" {
 		if err := o.send(protoVersion); err != nil {
 			return err
@@ -256,6 +261,7 @@ func (s *session) handshake() error {
 	// both sides to be given the same ones.
 	p.Size, p.All, p.Iters, p.Duration, p.QPs, p.TxDepth = peer.Size, peer.All, peer.Iters, peer.Duration, peer.QPs, peer.TxDepth
 	p.Bidir, p.Verify, p.Infinite, p.Unsig = peer.Bidir, peer.Verify, peer.Infinite, peer.Unsig
+	p.CQMod = peer.CQMod
 	if err := o.send("MTU %d", s.info.MTU); err != nil {
 		return err
 	}
@@ -443,7 +449,7 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	iters := uint64(p.Iters)
 	dur := p.dur()
 	var wrs []verbs.SendWR
-	var stamps []int64
+	var stamps []stamp
 	start := time.Now()
 	end := start.Add(dur)
 	last := start
@@ -451,7 +457,12 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	// start + i × perMsg, so what was posted by t is at most rate × t plus
 	// one message.
 	perMsg := p.perMessage(size)
+	cqMod := p.cqMod()
 	var posted uint64 // over every QP
+	var doneAll uint64
+	for _, q := range s.qps {
+		q.signaled = q.posted
+	}
 	for {
 		stopPosting := ctx.Err() != nil || (dur > 0 && time.Now().After(end))
 		budget := uint64(math.MaxUint64)
@@ -475,7 +486,10 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 				}
 			}
 			if stopPosting {
-				n = 0
+				// Under CQ moderation the last write posted may ask for no
+				// completion: one more, signaled, closes the round (there
+				// is room for it once a signaled one completes).
+				n = min(n, q.posted-q.signaled, 1)
 			}
 			if n > budget {
 				n, held = budget, true
@@ -492,7 +506,18 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 						iterPattern(q.src.Buf[off:off+uint64(size)], size, it, q.idx)
 					}
 					w := verbs.Write(uint64(q.idx)<<40|it, q.src, off, uint32(size), q.remote.VAddr+off, q.remote.RKey)
-					w.Unsignaled = p.Unsig && j != n-1
+					if p.Unsig {
+						w.Unsignaled = j != n-1
+					} else {
+						// One in cqMod, the last of the run and of a verify
+						// window (its check waits for it), and the write
+						// that closes a duration round.
+						w.Unsignaled = (it+1)%cqMod != 0 && !(dur == 0 && it+1 == iters) &&
+							!(p.Verify && (it+1)%k == 0) && !stopPosting
+					}
+					if !w.Unsignaled {
+						q.signaled = it + 1
+					}
 					wrs = append(wrs, w)
 				}
 				q.posted += n
@@ -502,7 +527,7 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 				if err := q.qp.PostSend(wrs...); err != nil {
 					return sendStat{}, err
 				}
-			} else if p.Verify && stopPosting && !q.v.waitAck && q.posted > q.v.win*k {
+			} else if p.Verify && stopPosting && !q.v.waitAck && q.posted > q.v.win*k && q.signaled == q.posted {
 				// A duration round ended inside a window: check what it has.
 				if err := q.qp.PostSend(checkWR(q, k)); err != nil {
 					return sendStat{}, err
@@ -545,12 +570,17 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 					continue
 				}
 			}
-			q.done = max(q.done, c.ID&(1<<39-1)+1)
+			// A completion stands for every write of its QP before it
+			// (CQ moderation, --unsignaled).
+			if d := c.ID&(1<<39-1) + 1; d > q.done {
+				doneAll += d - q.done
+				s.progIters.Add(d - q.done)
+				q.done = d
+			}
 			if dur == 0 {
-				stamps = append(stamps, now.UnixNano())
+				stamps = append(stamps, stamp{now.UnixNano(), doneAll})
 			}
 			last = now
-			s.progIters.Add(1)
 		}
 		if err != nil {
 			// Interrupted: report what completed so far.
@@ -564,17 +594,41 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 		total += q.done
 	}
 	st.Bytes = float64(total) * float64(size)
-	// Peak: the best rate over any window of tx-depth × QPs completions
-	// (perftest measures the best per-message time; with a shared CQ a
-	// window is the closest equivalent).
-	if w := min(len(stamps)-1, p.TxDepth*p.QPs); w > 0 {
-		for i := 0; i+w < len(stamps); i++ {
-			if dt := stamps[i+w] - stamps[i]; dt > 0 {
-				st.PeakBps = max(st.PeakBps, float64(w)*float64(size)/(float64(dt)/1e9))
-			}
+	st.PeakBps = peakRate(stamps, uint64(p.TxDepth*p.QPs), size)
+	return st, nil
+}
+
+// stamp is when a completion arrived and how many messages were complete
+// then (one completion can stand for many under CQ moderation).
+type stamp struct {
+	t    int64 // Unix ns
+	done uint64
+}
+
+// peakRate is the best rate in bytes per second over any span of stamps
+// that completed at least w messages (perftest measures the best
+// per-message time; with a shared, moderated CQ a window of tx-depth × QPs
+// messages is the closest equivalent). 0 when no span completes that many.
+func peakRate(stamps []stamp, w uint64, size int) float64 {
+	if len(stamps) < 2 {
+		return 0
+	}
+	// A run shorter than the window: its whole span.
+	w = max(1, min(w, stamps[len(stamps)-1].done-stamps[0].done))
+	var best float64
+	j := 0
+	for i := range stamps {
+		for j < len(stamps) && stamps[j].done-stamps[i].done < w {
+			j++
+		}
+		if j == len(stamps) {
+			break
+		}
+		if dt := stamps[j].t - stamps[i].t; dt > 0 {
+			best = max(best, float64(stamps[j].done-stamps[i].done)*float64(size)/(float64(dt)/1e9))
 		}
 	}
-	return st, nil
+	return best
 }
 
 func (s *session) bwRow(size int, st sendStat, peer *sendStat) BWResult {

@@ -537,7 +537,10 @@ func runScenario(ctx context.Context, s *scenario.Scenario, o Options, out *Outc
 		}
 		src, dst := pl.Host(f.From), pl.Host(f.To)
 		args := []string{wbw, "-d", run.NICSocket(src), "-p", strconv.Itoa(perf.DefaultPort + 1 + i), "-s", strconv.Itoa(f.Size),
-			"-q", strconv.Itoa(f.QPs), "-t", strconv.Itoa(f.TxDepth), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json"}
+			"-q", strconv.Itoa(f.QPs), "-t", strconv.Itoa(f.TxDepth), "-D", strconv.Itoa(int(f.Duration / time.Second)), "--json",
+			// Every write signaled: the depth in flight stays what the
+			// scenario names (CQ moderation would let it dip to half).
+			"--cq-mod", "1"}
 		if f.Verify {
 			args = append(args, "--verify")
 		}
