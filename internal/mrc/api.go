@@ -356,6 +356,14 @@ type WR struct {
 	RemoteVA uint64
 	RKey     uint32
 	Imm      uint32 // OpWriteImm only
+	// Unsignaled: no completion when the WR succeeds (errors and flushes
+	// still complete), as verbs' unsignaled send. A completion of a later
+	// WR of the QP then stands for it. On an MRC QP its last packet asks
+	// for an immediate SACK (AckReq) only when no WR is queued behind it:
+	// in a stream nobody waits for its completion, and the coalesced SACKs
+	// acknowledge it (one SACK per message had been the receiver's and the
+	// sender's largest per-message cost for small messages).
+	Unsignaled bool
 }
 
 // CompKind says what a completion reports.

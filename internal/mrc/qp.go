@@ -197,6 +197,7 @@ type txMsg struct {
 	length   uint32
 	imm      uint32
 	hasImm   bool
+	unsig    bool // WR.Unsignaled
 	msn      wire.MSN
 	rqmsn    wire.MSN
 	firstPSN wire.PSN
@@ -550,7 +551,7 @@ func (q *qp) post(wr WR) error {
 	}
 	m := &q.msgs[q.msgTail&uint64(len(q.msgs)-1)]
 	*m = txMsg{wrID: wr.ID, src: src, va: wr.RemoteVA, rkey: wr.RKey, length: uint32(len(src)),
-		imm: wr.Imm, hasImm: imm, msn: q.msn, rqmsn: q.rqmsn, npkts: uint32(np)}
+		imm: wr.Imm, hasImm: imm, unsig: wr.Unsignaled, msn: q.msn, rqmsn: q.rqmsn, npkts: uint32(np)}
 	q.msn++
 	q.msgTail++
 	return nil

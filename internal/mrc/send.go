@@ -224,8 +224,11 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	}
 	// AckReq on a message's last packet and on retransmissions: the
 	// receiver answers at once, which completes messages and repairs holes
-	// without waiting for the coalescing timer.
-	t.AckReq = last || rtx
+	// without waiting for the coalescing timer. Not on an unsignaled
+	// message of an MRC QP with more queued behind it (WR.Unsignaled): the
+	// coalesced SACKs cover it. (segMsg has moved past a message whose
+	// last packet this is.)
+	t.AckReq = rtx || (last && (!m.unsig || q.cfg.Transport.inOrder() || q.segMsg == q.msgTail))
 	t.DestQP, t.PSN = q.remote.QPN, psn
 	t.MSN, t.RQMSN = m.msn, m.rqmsn
 	ts := ts16(now)
@@ -531,7 +534,9 @@ func (q *qp) completeMsgs() {
 		if !last.Before(q.sndUna) {
 			return
 		}
-		q.e.complete(Completion{Kind: CompSend, QPN: q.qpn, WRID: m.wrID, Len: m.length})
+		if !m.unsig {
+			q.e.complete(Completion{Kind: CompSend, QPN: q.qpn, WRID: m.wrID, Len: m.length})
+		}
 		if m.hasImm {
 			q.wimmOut--
 		}

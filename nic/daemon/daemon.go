@@ -191,7 +191,6 @@ type qpState struct {
 	qpn     wire.QPN
 	sqDepth int
 	backlog []mrc.WR // posted while the engine's send queue was full
-	unsig   map[uint64]int
 	peer    vproto.ConnectQP
 	created time.Time
 }

@@ -366,14 +366,9 @@ func (d *Daemon) post(now mrc.Time, owner uint32, w *vproto.WR) {
 	}
 	// The engine resolves the lkey in the QP's protection domain (the
 	// owner's regions) when the WR enters its send queue.
+	// An unsignaled WR's success completes nothing (the engine drops it).
 	wr := mrc.WR{ID: w.ID, Op: op, Len: w.Len, RemoteVA: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm,
-		LKey: w.LKey, Addr: w.LocalAddr}
-	if w.Flags&vproto.FlagSignaled == 0 {
-		if q.unsig == nil {
-			q.unsig = map[uint64]int{}
-		}
-		q.unsig[w.ID]++
-	}
+		LKey: w.LKey, Addr: w.LocalAddr, Unsignaled: w.Flags&vproto.FlagSignaled == 0}
 	if len(q.backlog) > 0 {
 		d.queue(q, wr)
 		return
@@ -466,16 +461,6 @@ func (d *Daemon) completions() int {
 			cqe := vproto.CQE{QPN: uint32(c.QPN), Status: mapStatus(c.Status), Len: c.Len, Vendor: uint32(c.Status)}
 			switch c.Kind {
 			case mrc.CompSend:
-				if k := q.unsig[c.WRID]; k > 0 {
-					if k == 1 {
-						delete(q.unsig, c.WRID)
-					} else {
-						q.unsig[c.WRID] = k - 1
-					}
-					if c.Status == mrc.StatusOK {
-						continue // unsignaled: only errors complete
-					}
-				}
 				cqe.ID = c.WRID
 				cqe.Op = vproto.CQWrite
 			case mrc.CompRecvImm:
