@@ -38,7 +38,37 @@ func ICRC(b []byte) uint32 {
 	m[u+6], m[u+7] = 0xFF, 0xFF         // UDP checksum
 	m[h+4] = 0xFF                       // BTH reserved byte 4
 	crc := icrcHeader(icrcSeed, &m)
-	return crc32.Update(crc, crc32.IEEETable, b[icrcHdrLen:])
+	return crcUpdate(crc, b[icrcHdrLen:])
+}
+
+// crcUpdate is crc32.Update(crc, crc32.IEEETable, p) with a cheaper end:
+// hash/crc32 runs CLMUL over p's 16-byte blocks (from 64 bytes on) and a
+// byte-at-a-time loop over the last len(p)%16 bytes, which for a 2 KiB data
+// frame (8 left over) cost about as much as 500 bytes of CLMUL. Here the
+// blocks go to crc32.Update and the rest through slicing-by-8 steps, with a
+// byte loop only for the last len(p)%8.
+func crcUpdate(crc uint32, p []byte) uint32 {
+	if len(p) < 64 {
+		return crc32.Update(crc, crc32.IEEETable, p)
+	}
+	do := len(p) &^ 15
+	crc = crc32.Update(crc, crc32.IEEETable, p[:do])
+	p = p[do:]
+	if len(p) == 0 {
+		return crc
+	}
+	t := &icrcSlicing8
+	crc = ^crc
+	for len(p) >= 8 {
+		crc ^= le.Uint32(p)
+		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
+			t[4][crc>>24] ^ t[5][crc>>16&0xFF] ^ t[6][crc>>8&0xFF] ^ t[7][crc&0xFF]
+		p = p[8:]
+	}
+	for _, v := range p {
+		crc = t[0][byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
 }
 
 // icrcHdrLen is the part of the ICRC input that has masked fields: IPv6,
@@ -93,7 +123,7 @@ func icrcInPlace(b []byte) uint32 {
 	hop, c0, c1, r := b[7], b[u+6], b[u+7], b[h+4]
 	be.PutUint32(b[0:4], w0|0x0FFFFFFF)
 	b[7], b[u+6], b[u+7], b[h+4] = 0xFF, 0xFF, 0xFF, 0xFF
-	crc := crc32.Update(icrcSeed, crc32.IEEETable, b)
+	crc := crcUpdate(icrcSeed, b)
 	be.PutUint32(b[0:4], w0)
 	b[7], b[u+6], b[u+7], b[h+4] = hop, c0, c1, r
 	return crc

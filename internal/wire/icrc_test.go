@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 )
@@ -260,5 +261,26 @@ func TestICRCRandomFramesMatchReference(t *testing.T) {
 	}
 	if got := ICRC(make([]byte, IPv6Len+UDPLen+BTHLen-1)); got != 0 {
 		t.Errorf("ICRC of a frame shorter than IPv6+UDP+BTH = %#x, want 0", got)
+	}
+}
+
+// TestCRCUpdate: crcUpdate is crc32.Update for every length around the
+// CLMUL cut-over and the 16- and 8-byte remainders, from any starting CRC.
+func TestCRCUpdate(t *testing.T) {
+	b := make([]byte, 4300)
+	for i := range b {
+		b[i] = byte(i*131 + i>>8)
+	}
+	for _, seed := range []uint32{0, icrcSeed, 0xDEADBEEF} {
+		for n := 0; n < 300; n++ {
+			if got, want := crcUpdate(seed, b[:n]), crc32.Update(seed, crc32.IEEETable, b[:n]); got != want {
+				t.Fatalf("seed %#x, %d bytes: %#x, want %#x", seed, n, got, want)
+			}
+		}
+		for _, n := range []int{2136, 2137, 2143, 2144, 4184, 4199} {
+			if got, want := crcUpdate(seed, b[3:3+n]), crc32.Update(seed, crc32.IEEETable, b[3:3+n]); got != want {
+				t.Fatalf("seed %#x, %d bytes at offset 3: %#x, want %#x", seed, n, got, want)
+			}
+		}
 	}
 }
