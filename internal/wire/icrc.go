@@ -53,22 +53,10 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 	}
 	do := len(p) &^ 15
 	crc = crc32.Update(crc, crc32.IEEETable, p[:do])
-	p = p[do:]
-	if len(p) == 0 {
+	if do == len(p) {
 		return crc
 	}
-	t := &icrcSlicing8
-	crc = ^crc
-	for len(p) >= 8 {
-		crc ^= le.Uint32(p)
-		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
-			t[4][crc>>24] ^ t[5][crc>>16&0xFF] ^ t[6][crc>>8&0xFF] ^ t[7][crc&0xFF]
-		p = p[8:]
-	}
-	for _, v := range p {
-		crc = t[0][byte(crc)^v] ^ crc>>8
-	}
-	return ^crc
+	return slicing8(crc, p[do:])
 }
 
 // icrcHdrLen is the part of the ICRC input that has masked fields: IPv6,
@@ -76,13 +64,15 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 const icrcHdrLen = IPv6Len + UDPLen + BTHLen
 
 // icrcHeader continues the CRC-32 (IEEE, hash/crc32's convention: crc is
-// the finished value of what came before) over the masked header, eight
-// bytes per step (slicing-by-8, the algorithm hash/crc32 uses for short
-// inputs).
-func icrcHeader(crc uint32, m *[icrcHdrLen]byte) uint32 {
+// the finished value of what came before) over the masked header.
+func icrcHeader(crc uint32, m *[icrcHdrLen]byte) uint32 { return slicing8(crc, m[:]) }
+
+// slicing8 continues the CRC-32 (IEEE, hash/crc32's convention) over p,
+// eight bytes per step (slicing-by-8, the algorithm hash/crc32 uses for
+// short inputs), the last len(p)%8 a byte at a time.
+func slicing8(crc uint32, p []byte) uint32 {
 	t := &icrcSlicing8
 	crc = ^crc
-	p := m[:]
 	for len(p) >= 8 {
 		crc ^= le.Uint32(p)
 		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
