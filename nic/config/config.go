@@ -72,6 +72,16 @@ const (
 	// (docs/performance.md, "Busy polling on a quiet machine"); the spin
 	// gate stops it while the host is short of CPU.
 	DefaultBusyPoll = 200 * time.Microsecond
+	// DefaultMaxWindow is cc.max_window when the file leaves it out: the
+	// engine's own ceiling is the QP's window in packets (1024 × MTU, 4 MiB
+	// at RoCE MTU 4096). A soft NIC's receiver drains a few Gb/s, so what
+	// a window holds beyond the path's bandwidth-delay product (tens to a
+	// hundred KB on these fabrics) queues in its receive ring, where the
+	// last packets of a burst wait past their per-packet ACK timers: at
+	// MTU 4096 through clos-2p 22-26 % of the data packets timed out
+	// (spuriously; their EVs went ASSUMED_BAD and the sender stalled),
+	// 3-6 % with 1 MiB (docs/performance.md).
+	DefaultMaxWindow = 1 << 20
 	// MaxThreads bounds threads: the steering program's socket map has 64
 	// queues, and the hand-off buffers (one outbox per ordered pair of
 	// threads) grow with the square.
@@ -177,8 +187,10 @@ type CC struct {
 	// Algorithm names the engine's algorithm; "default" or empty lets the
 	// engine choose, "none" turns window limits off (testing only).
 	Algorithm string `yaml:"algorithm,omitempty"`
-	// InitialWindow and MaxWindow are per-QP windows in bytes; 0 = engine
-	// default.
+	// InitialWindow and MaxWindow are per-destination windows in bytes
+	// (the QPs to one peer share them). 0: the engine's initial window (64
+	// packets) and DefaultMaxWindow, raised to InitialWindow when that is
+	// larger.
 	InitialWindow int `yaml:"initial_window,omitempty"`
 	MaxWindow     int `yaml:"max_window,omitempty"`
 	// Scale makes the CC's time constants k times longer (mrc.CCConfig

@@ -111,6 +111,9 @@ func EngineConfig(cfg *config.Config) (mrc.Config, error) {
 	}
 	ec.CC.InitCwnd = cfg.CC.InitialWindow
 	ec.CC.MaxCwnd = cfg.CC.MaxWindow
+	if ec.CC.MaxCwnd == 0 {
+		ec.CC.MaxCwnd = max(config.DefaultMaxWindow, cfg.CC.InitialWindow)
+	}
 	ec.CC = ec.CC.Scaled(cfg.CC.Scale)
 	ec.AckEvery, ec.AckDelay = AckEvery, AckDelay
 	// Spraying over planes reorders every burst; a SACK per new hole was

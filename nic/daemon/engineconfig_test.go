@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/softmrc/softmrc/internal/mrc"
+	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
@@ -98,6 +99,35 @@ func TestEngineConfigCCScale(t *testing.T) {
 		if ec.CC.TargetQDelay != tc.want {
 			t.Errorf("cc.scale %v: engine TargetQDelay %v ns, want %v", tc.scale, ec.CC.TargetQDelay, tc.want)
 		}
+	}
+}
+
+// TestEngineConfigMaxWindow: without cc.max_window the engine's ceiling is
+// config.DefaultMaxWindow whatever the MTU (its own default, the QP's window
+// in packets, is 4 MiB at MTU 4096), raised to an initial window above it;
+// a max_window given is the ceiling.
+func TestEngineConfigMaxWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		mtu, initial int
+		max, wantMax int
+	}{
+		{"default, MTU 2048", 2048, 0, 0, config.DefaultMaxWindow},
+		{"default, MTU 4096", 4096, 0, 0, config.DefaultMaxWindow},
+		{"initial above the default", 2048, 2 << 20, 0, 2 << 20},
+		{"given", 4096, 0, 4 << 20, 4 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := daemontest.Config(t.TempDir(), 1, 2)
+			cfg.MTU, cfg.CC.InitialWindow, cfg.CC.MaxWindow = tc.mtu, tc.initial, tc.max
+			ec, err := daemon.EngineConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ec.CC.MaxCwnd != tc.wantMax || ec.CC.InitCwnd != tc.initial {
+				t.Errorf("engine MaxCwnd %d InitCwnd %d, want %d and %d", ec.CC.MaxCwnd, ec.CC.InitCwnd, tc.wantMax, tc.initial)
+			}
+		})
 	}
 }
 
