@@ -112,7 +112,7 @@ func (p *Params) sizes() []int {
 
 // DefaultCQMod is mrc-write-bw's --cq-mod bound, perftest's default: a
 // completion per work request costs the application a wakeup and the daemon
-// a futex call per message, which at 64 KiB was a fifth of a sending
+// a futex call per message, which at 64 KiB was a tenth of a sending
 // daemon's CPU per byte (docs/performance.md).
 const DefaultCQMod = 100
 
