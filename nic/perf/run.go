@@ -369,7 +369,7 @@ func (s *session) prepare(size int) {
 		if s.p.Verify {
 			clear(q.dst.Buf[:min(len(q.dst.Buf), s.slots(size)*max(size, 1))])
 		}
-		q.posted, q.done = 0, 0
+		q.posted, q.done, q.signaled = 0, 0, 0
 		q.v.reset()
 	}
 }
@@ -460,9 +460,6 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	cqMod := p.cqMod()
 	var posted uint64 // over every QP
 	var doneAll uint64
-	for _, q := range s.qps {
-		q.signaled = q.posted
-	}
 	for {
 		stopPosting := ctx.Err() != nil || (dur > 0 && time.Now().After(end))
 		budget := uint64(math.MaxUint64)
