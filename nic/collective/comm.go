@@ -46,6 +46,11 @@ type Config struct {
 	// (default 30 s): a peer that died or a QP that broke ends the run
 	// instead of hanging it.
 	Stall time.Duration
+	// AllReduce is the all-reduce algorithm (default AlgoAuto).
+	AllReduce Algo
+	// DirectMax is AlgoAuto's largest direct all-reduce in bytes per rank
+	// (default DefaultDirectMax).
+	DirectMax int
 }
 
 func (c *Config) defaults() error {
@@ -61,7 +66,14 @@ func (c *Config) defaults() error {
 	if c.Stall == 0 {
 		c.Stall = 30 * time.Second
 	}
+	if c.DirectMax == 0 {
+		c.DirectMax = DefaultDirectMax
+	}
 	switch {
+	case c.AllReduce < AlgoAuto || c.AllReduce > AlgoDirect:
+		return fmt.Errorf("collective: all-reduce algorithm %v: want auto, ring or direct", c.AllReduce)
+	case c.DirectMax < 0:
+		return fmt.Errorf("collective: direct all-reduce limit %d bytes: want 0 (the default, %d) or more", c.DirectMax, DefaultDirectMax)
 	case c.QPsPerPeer < 1 || c.QPsPerPeer > 256:
 		return fmt.Errorf("collective: %d QPs per peer: want 1..256", c.QPsPerPeer)
 	case c.Slots < 1 || c.Slots > verbs.MaxCreditSlots:
@@ -99,6 +111,7 @@ type Comm struct {
 	// broken is the error that left an operation half done.
 	broken error
 	tmp    []float32 // in-place all-to-all: the send buffer's copy
+	gather []float32 // direct all-reduce: every rank's contribution
 	st     Stats
 }
 
@@ -148,6 +161,9 @@ type rankInfo struct {
 	QPs   int        `json:"qps"`
 	// Transport: both ends of a QP must agree, and the NIC cannot tell.
 	Transport verbs.Transport `json:"transport"`
+	// Every rank must pick the same all-reduce algorithm for a count.
+	Algo      Algo `json:"algo"`
+	DirectMax int  `json:"direct_max"`
 }
 
 // New creates this rank's QPs and buffers, exchanges connection data over
@@ -164,7 +180,8 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 			comm.destroy() // c is nil by now
 		}
 	}()
-	me := rankInfo{Peers: make([][]qpInfo, c.size), Slots: cfg.Slots, Size: cfg.SlotSize, QPs: cfg.QPsPerPeer, Transport: cfg.QP.Transport}
+	me := rankInfo{Peers: make([][]qpInfo, c.size), Slots: cfg.Slots, Size: cfg.SlotSize, QPs: cfg.QPsPerPeer, Transport: cfg.QP.Transport,
+		Algo: cfg.AllReduce, DirectMax: cfg.DirectMax}
 	region := cfg.QPsPerPeer * cfg.Slots * cfg.SlotSize
 	for peer := range c.links {
 		if peer == c.rank {
@@ -207,6 +224,10 @@ func New(ctx context.Context, dev *verbs.Device, ex Exchanger, cfg Config) (c *C
 		var them rankInfo
 		if err := json.Unmarshal(all[peer], &them); err != nil {
 			return nil, fmt.Errorf("collective: rank %d's connection data: %w", peer, err)
+		}
+		if them.Algo != cfg.AllReduce || them.DirectMax != cfg.DirectMax {
+			return nil, fmt.Errorf("collective: rank %d runs all-reduce %v (direct up to %d B), this rank %v (direct up to %d B): start every rank with the same options",
+				peer, them.Algo, them.DirectMax, cfg.AllReduce, cfg.DirectMax)
 		}
 		if them.QPs != cfg.QPsPerPeer || them.Slots != cfg.Slots || them.Size != cfg.SlotSize || len(them.Peers) != c.size || them.Transport != cfg.QP.Transport {
 			return nil, fmt.Errorf("collective: rank %d runs %v with %d QPs x %d slots x %d B in a group of %d, this rank %v with %d x %d x %d B in %d: start every rank with the same options",

@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -184,13 +185,68 @@ func TestLoopRanks(t *testing.T) {
 		{4, Config{SlotSize: 1024, Slots: 1}},
 		{5, Config{SlotSize: 128, Slots: 3, QPsPerPeer: 2}},
 	} {
-		t.Run(fmt.Sprintf("n=%d qps=%d slot=%d", c.n, c.cfg.QPsPerPeer, c.cfg.SlotSize), func(t *testing.T) {
+		// auto with a 64-byte limit runs direct for 1..16 elements and
+		// the ring above, back to back: a fast rank's next operation
+		// (the other algorithm) arrives early.
+		for _, a := range []struct {
+			algo Algo
+			max  int
+		}{{AlgoRing, 0}, {AlgoDirect, 0}, {AlgoAuto, 64}} {
+			cfg := c.cfg
+			cfg.AllReduce, cfg.DirectMax = a.algo, a.max
+			t.Run(fmt.Sprintf("n=%d qps=%d slot=%d %v", c.n, c.cfg.QPsPerPeer, c.cfg.SlotSize, a.algo), func(t *testing.T) {
+				sock := startLoop(t)
+				socks := make([]string, c.n)
+				for i := range socks {
+					socks[i] = sock
+				}
+				ranks(t, socks, cfg, exercise(counts))
+			})
+		}
+	}
+}
+
+// Every rank gets the same float32 sums, bit for bit, with either
+// algorithm (values whose sums round differently in different orders);
+// the direct all-reduce's are the sums in rank order.
+func TestAllReduceSameBitsEveryRank(t *testing.T) {
+	const n, count = 4, 5000
+	val := func(r, i int) float32 { return float32(1+r) / float32(3+i%17) * float32(int(1)<<(i%29)) }
+	for _, algo := range []Algo{AlgoRing, AlgoDirect} {
+		t.Run(algo.String(), func(t *testing.T) {
 			sock := startLoop(t)
-			socks := make([]string, c.n)
-			for i := range socks {
-				socks[i] = sock
+			got := make([][]float32, n)
+			ranks(t, []string{sock, sock, sock, sock}, Config{SlotSize: 4096, Slots: 2, AllReduce: algo}, func(ctx context.Context, c *Comm) error {
+				send := make([]float32, count)
+				for i := range send {
+					send[i] = val(c.Rank(), i)
+				}
+				recv := make([]float32, count)
+				got[c.Rank()] = recv
+				return c.AllReduce(ctx, send, recv)
+			})
+			if t.Failed() {
+				return
 			}
-			ranks(t, socks, c.cfg, exercise(counts))
+			for r := 1; r < n; r++ {
+				for i := range got[0] {
+					if math.Float32bits(got[r][i]) != math.Float32bits(got[0][i]) {
+						t.Fatalf("element %d: rank %d has %v, rank 0 %v", i, r, got[r][i], got[0][i])
+					}
+				}
+			}
+			if algo != AlgoDirect {
+				return
+			}
+			for i, v := range got[0] {
+				want := val(0, i)
+				for r := 1; r < n; r++ {
+					want += val(r, i)
+				}
+				if math.Float32bits(v) != math.Float32bits(want) {
+					t.Fatalf("element %d: %v, want the rank-order sum %v", i, v, want)
+				}
+			}
 		})
 	}
 }
@@ -213,7 +269,7 @@ func TestEngineTwoRanks(t *testing.T) {
 }
 
 func TestConfigChecked(t *testing.T) {
-	for _, c := range []Config{{SlotSize: 6}, {Slots: verbs.MaxCreditSlots + 1}, {QPsPerPeer: -1}} {
+	for _, c := range []Config{{SlotSize: 6}, {Slots: verbs.MaxCreditSlots + 1}, {QPsPerPeer: -1}, {AllReduce: AlgoDirect + 1}, {DirectMax: -1}} {
 		if err := c.defaults(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
@@ -224,15 +280,21 @@ func TestConfigChecked(t *testing.T) {
 // saying why: the NIC cannot tell.
 func TestMismatchedRanksRefuse(t *testing.T) {
 	sock := startLoop(t)
-	errs := ranksErr([]string{sock, sock}, func(r int) Config {
-		if r == 1 {
-			return Config{QP: verbs.QPConfig{Transport: verbs.TransportRoCE}}
-		}
-		return Config{}
-	}, func(ctx context.Context, c *Comm) error { return nil })
-	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "start every rank with the same options") {
-			t.Errorf("rank %d: %v, want a refusal naming the mismatch", r, err)
+	for _, other := range []Config{
+		{QP: verbs.QPConfig{Transport: verbs.TransportRoCE}},
+		{AllReduce: AlgoRing},
+		{DirectMax: 1024},
+	} {
+		errs := ranksErr([]string{sock, sock}, func(r int) Config {
+			if r == 1 {
+				return other
+			}
+			return Config{}
+		}, func(ctx context.Context, c *Comm) error { return nil })
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "start every rank with the same options") {
+				t.Errorf("%+v: rank %d: %v, want a refusal naming the mismatch", other, r, err)
+			}
 		}
 	}
 }
@@ -248,7 +310,7 @@ func TestStallEndsOperation(t *testing.T) {
 			}
 			return c.AllReduce(ctx, make([]float32, 1000), make([]float32, 1000))
 		})
-	if errs[0] == nil || !strings.Contains(errs[0].Error(), "stalled for 300ms with 0 of 2 messages received") {
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "all-reduce (direct) stalled for 300ms with 0 of 1 messages received") {
 		t.Errorf("rank 0: %v, want a stall error", errs[0])
 	}
 }

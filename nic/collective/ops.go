@@ -23,9 +23,11 @@ func sameOrDisjoint(a, b []float32) (bool, error) {
 }
 
 // AllReduce sums send over every rank into recv (float32, elementwise),
-// with a ring: reduce-scatter then all-gather, 2(n−1)/n of the buffer sent
-// and received per rank. send and recv have the same length on every rank;
-// they may be the same slice (in place).
+// with Config.AllReduce's algorithm: a ring (reduce-scatter then
+// all-gather, 2(n−1)/n of the buffer sent and received per rank) or, for
+// small buffers, direct (the buffer to every peer, one step). Every rank
+// gets the same sums bit for bit. send and recv have the same length on
+// every rank; they may be the same slice (in place).
 func (c *Comm) AllReduce(ctx context.Context, send, recv []float32) error {
 	if len(send) != len(recv) {
 		return fmt.Errorf("collective: all-reduce of %d elements into %d", len(send), len(recv))
@@ -36,6 +38,9 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv []float32) error {
 	copy(recv, send) // no-op in place
 	if c.size == 1 {
 		return nil
+	}
+	if c.AllReduceAlgo(len(recv)) == AlgoDirect {
+		return c.allReduceDirect(ctx, recv)
 	}
 	p := newRingPlan(c.rank, c.size, len(recv), c.cfg.SlotSize/4)
 	right, left := (c.rank+1)%c.size, (c.rank+c.size-1)%c.size

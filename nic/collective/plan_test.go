@@ -151,3 +151,71 @@ func TestAllToAllPlanTiles(t *testing.T) {
 		}
 	}
 }
+
+// auto runs direct up to DirectMax bytes, the ring above; ring and direct
+// are kept whatever the size.
+func TestAllReduceAlgo(t *testing.T) {
+	for _, c := range []struct {
+		algo  Algo
+		max   int
+		count int
+		want  Algo
+	}{
+		{AlgoAuto, 0, 1, AlgoDirect},
+		{AlgoAuto, 0, DefaultDirectMax / 4, AlgoDirect},
+		{AlgoAuto, 0, DefaultDirectMax/4 + 1, AlgoRing},
+		{AlgoAuto, 100, 25, AlgoDirect},
+		{AlgoAuto, 100, 26, AlgoRing},
+		{AlgoRing, 0, 1, AlgoRing},
+		{AlgoDirect, 0, 1 << 24, AlgoDirect},
+	} {
+		cfg := Config{AllReduce: c.algo, DirectMax: c.max}
+		if err := cfg.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		if got := (&Comm{cfg: cfg}).AllReduceAlgo(c.count); got != c.want {
+			t.Errorf("%v, limit %d B, %d elements: %v, want %v", c.algo, c.max, c.count, got, c.want)
+		}
+	}
+	for _, s := range []string{"auto", "ring", "direct"} {
+		if a, err := ParseAlgo(s); err != nil || a.String() != s {
+			t.Errorf("ParseAlgo(%q) = %v, %v", s, a, err)
+		}
+	}
+	if _, err := ParseAlgo("tree"); err == nil {
+		t.Error("ParseAlgo(tree) accepted")
+	}
+}
+
+// The direct plan's pieces tile the buffer and each fits a slot; summing
+// them in rank order gives the exact sums.
+func TestDirectPlan(t *testing.T) {
+	for _, c := range []struct{ count, slot int }{{0, 16}, {1, 16}, {16, 16}, {17, 16}, {1000, 7}} {
+		p := newDirectPlan(c.count, c.slot)
+		bufs := make([][]float32, 3)
+		for k := range bufs {
+			bufs[k] = make([]float32, c.count)
+			for i := range bufs[k] {
+				bufs[k][i] = value(k, i)
+			}
+		}
+		out := make([]float32, c.count)
+		next := 0
+		for seq := 0; seq < p.m; seq++ {
+			r := p.piece(seq)
+			if r.Off != next || r.Len > c.slot {
+				t.Fatalf("%+v: piece %d is %+v after %d", c, seq, r, next)
+			}
+			next = r.End()
+			sumInRankOrder(out, bufs, r)
+		}
+		if next != c.count {
+			t.Fatalf("%+v: pieces end at %d", c, next)
+		}
+		for i, v := range out {
+			if want := value(0, i) + value(1, i) + value(2, i); v != want {
+				t.Fatalf("%+v: element %d = %v, want %v", c, i, v, want)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/softmrc/softmrc/nic/collective"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 )
 
@@ -124,6 +126,10 @@ func TestToolsTwoRanks(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					args := strings.Fields(fmt.Sprintf("-b 4 -e 1M -f 4 -n 3 -w 1 --rank %d --nranks 2 --device %s --rendezvous 127.0.0.1:0 --timeout 1m", r, nics.Sock[r]))
+					if k == AllReduce {
+						// Direct up to 1 KiB, the ring above.
+						args = append(args, "--direct_max", "1K")
+					}
 					p, err := Parse(k, args, io.Discard)
 					if err != nil {
 						errs[r] = err
@@ -159,6 +165,9 @@ func TestToolsTwoRanks(t *testing.T) {
 			if !strings.Contains(outs[0].String(), "# Out of bounds values : 0 OK") {
 				t.Error("no OK footer")
 			}
+			if banner := "# all-reduce algorithm: direct up to 1K"; (k == AllReduce) != strings.Contains(outs[0].String(), banner) {
+				t.Errorf("%v: banner line %q present: %v", k, banner, !strings.Contains(outs[0].String(), banner))
+			}
 		})
 	}
 }
@@ -174,5 +183,31 @@ func TestJSONReport(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &rep); err != nil || len(rep.Rows) != 1 || rep.Rows[0].In.Wrong != -1 ||
 		math.Abs(rep.AvgBusBW-0.0006) > 1e-12 || rep.Wrong != 3 || rep.Collective != "mrc-allreduce-perf" {
 		t.Errorf("json report %+v (%v):\n%s", rep, err, js.String())
+	}
+}
+
+// --algo and --direct_max: all-reduce only, checked.
+func TestAlgoFlags(t *testing.T) {
+	for _, c := range []struct {
+		kind Kind
+		args string
+		ok   bool
+	}{
+		{AllReduce, "", true},
+		{AllReduce, "--algo ring", true},
+		{AllReduce, "--algo direct --direct_max 4M", true},
+		{AllReduce, "--algo tree", false},
+		{AllReduce, "--direct_max 0", false},
+		{AllReduce, "--direct_max 2G", false},
+		{AllToAll, "--algo ring", false},
+		{AllToAll, "--direct_max 1K", false},
+	} {
+		p, err := Parse(c.kind, strings.Fields(c.args), io.Discard)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrUsage)) {
+			t.Errorf("%v %q: %v, want ok %v (a usage error otherwise)", c.kind, c.args, err, c.ok)
+		}
+		if c.args == "" && err == nil && (p.Algo != "auto" || p.DirectMax != collective.DefaultDirectMax) {
+			t.Errorf("defaults: --algo %q --direct_max %d", p.Algo, p.DirectMax)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softmrc/softmrc/nic/collective"
 	"github.com/softmrc/softmrc/nic/rendezvous"
 )
 
@@ -62,6 +63,8 @@ type Params struct {
 	QPs        int
 	Slots      int
 	SlotSize   int
+	Algo       string // all-reduce: auto, ring or direct
+	DirectMax  int64  // all-reduce: auto's largest direct size in bytes
 	Timeout    time.Duration
 	Stall      time.Duration
 	JSON       bool
@@ -163,6 +166,13 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.IntVar(&p.QPs, "qps", 1, "QPs per peer (messages are striped over them)")
 	fs.IntVar(&p.Slots, "slots", 8, "receive FIFO slots per QP (messages in flight)")
 	fs.IntVar(&p.SlotSize, "slot_bytes", 64<<10, "bytes per slot: the largest message")
+	algoHelp := ""
+	if kind == AllReduce {
+		fs.StringVar(&p.Algo, "algo", "auto", "all-reduce algorithm: ring, direct (every rank sends its buffer to every peer and sums them all: one step) or auto (direct up to --direct_max, ring above)")
+		p.DirectMax = collective.DefaultDirectMax
+		fs.Var(sizeFlag{&p.DirectMax}, "direct_max", "--algo auto: the largest all-reduce run direct, in bytes (K, M, G suffixes)")
+		algoHelp = fmt.Sprintf("\n\t[--algo auto|ring|direct]                     default auto: direct up to --direct_max, ring above\n\t[--direct_max <bytes>]                        default %s", sizeName(collective.DefaultDirectMax))
+	}
 	fs.BoolVar(&p.JSON, "json", false, "rank 0 prints the results as JSON on stdout (the table goes to stderr)")
 	fs.DurationVar(&p.Timeout, "timeout", 10*time.Minute, "the whole run stops with an error after this long")
 	fs.DurationVar(&p.Stall, "stall", 30*time.Second, "an operation with no completion for this long fails (a peer died)")
@@ -183,7 +193,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	[--device <mrc-nicd socket>]                  env MRC_DEVICE; default %s
 	[--transport %s]
 	[--qps <QPs per peer>]                        default 1
-	[--slots <n>] [--slot_bytes <bytes>]          receive FIFO per QP: default 8 x 64K
+	[--slots <n>] [--slot_bytes <bytes>]          receive FIFO per QP: default 8 x 64K%s
 	[--timeout <duration>]                        default 10m: the whole run stops by then
 	[--stall <duration>]                          default 30s: an operation without progress fails
 	[--json]                                      rank 0: results as JSON on stdout, the table on stderr
@@ -193,7 +203,7 @@ Rank 0 prints the table on stdout and a progress line on stderr every 5 s.
 Start every rank at once, e.g. on a testbed:
   mrc-testbed exec h0,h1,h2,h3 -- %s -b 8 -e 64M -f 2
 Bus bandwidth as in nccl-tests: %s.
-`, kind.Name(), rendezvous.DefaultPort, DefaultDevice, transportsHelp, kind.Name(), busHelp(kind))
+`, kind.Name(), rendezvous.DefaultPort, DefaultDevice, transportsHelp, algoHelp, kind.Name(), busHelp(kind))
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -247,6 +257,14 @@ func (p *Params) check() error {
 	if _, err := parseTransport(p.Transport); err != nil {
 		bad("%v", err)
 	}
+	if p.Kind == AllReduce {
+		if _, err := collective.ParseAlgo(p.Algo); err != nil {
+			bad("--algo: %v", err)
+		}
+		if p.DirectMax < 1 || p.DirectMax > 1<<30 {
+			bad("--direct_max %d: want 1 .. 1G bytes", p.DirectMax)
+		}
+	}
 	if p.Timeout <= 0 || p.Stall <= 0 {
 		bad("--timeout and --stall must be > 0")
 	}
@@ -275,4 +293,17 @@ func (p *Params) Sizes() []int64 {
 		}
 	}
 	return s
+}
+
+// sizeName prints a byte count as -b and -e take it (64K, 1M, 100).
+func sizeName(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dG", n>>30)
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return strconv.FormatInt(n, 10)
 }

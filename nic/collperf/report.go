@@ -28,8 +28,10 @@ type Row struct {
 	Type  string `json:"type"`
 	Redop string `json:"redop"`
 	Root  int    `json:"root"`
-	Out   Result `json:"out_of_place"`
-	In    Result `json:"in_place"`
+	// Algo is the all-reduce algorithm this size ran (ring or direct).
+	Algo string `json:"algo,omitempty"`
+	Out  Result `json:"out_of_place"`
+	In   Result `json:"in_place"`
 }
 
 // Report is --json's output: the run and its rows (wrong -1: not checked).

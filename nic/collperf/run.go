@@ -53,7 +53,13 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	comm, err := collective.New(ctx, dev, g, collective.Config{QPsPerPeer: p.QPs, Slots: p.Slots, SlotSize: p.SlotSize, QP: qpc, Stall: p.Stall})
+	cfg := collective.Config{QPsPerPeer: p.QPs, Slots: p.Slots, SlotSize: p.SlotSize, QP: qpc, Stall: p.Stall}
+	if p.Kind == AllReduce {
+		// check() accepted both.
+		cfg.AllReduce, _ = collective.ParseAlgo(p.Algo)
+		cfg.DirectMax = int(p.DirectMax)
+	}
+	comm, err := collective.New(ctx, dev, g, cfg)
 	if err != nil {
 		return err
 	}
@@ -109,6 +115,14 @@ func printBanner(w io.Writer, p *Params, descs [][]byte) {
 		fmt.Fprintf(w, "# -g %d ignored: one rank per process, one process per host (start one with mrc-testbed exec per host)\n", p.GPUs)
 	}
 	fmt.Fprintf(w, "#\n# Using devices (transport %s, %d QP(s) per peer, %d slots x %d B)\n", p.Transport, p.QPs, p.Slots, p.SlotSize)
+	if p.Kind == AllReduce {
+		switch p.Algo {
+		case "auto":
+			fmt.Fprintf(w, "# all-reduce algorithm: direct up to %s (one step: every rank sends its buffer to every peer), ring above (--algo, --direct_max)\n", sizeName(p.DirectMax))
+		default:
+			fmt.Fprintf(w, "# all-reduce algorithm: %s (--algo)\n", p.Algo)
+		}
+	}
 	if t, _ := parseTransport(p.Transport); t.Transport == verbs.TransportRoCE {
 		fmt.Fprintf(w, "# RoCE baseline: go-back-N and DCQCN; the softmrc XDP switches have no PFC (lossless RoCE is not modelled)\n")
 	}
@@ -282,6 +296,9 @@ func (r *runner) size(ctx context.Context, size int64) (Row, error) {
 		return Row{}, err
 	}
 	row := Row{Bytes: int64(count) * 4, Count: int64(count), Type: "float", Redop: "sum", Root: -1}
+	if r.p.Kind == AllReduce {
+		row.Algo = r.comm.AllReduceAlgo(count).String()
+	}
 	if r.p.Kind == AllToAll {
 		row.Redop = "none"
 	}
