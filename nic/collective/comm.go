@@ -473,15 +473,26 @@ func (c *Comm) post(parity uint32) error {
 	return nil
 }
 
-// flushCredits returns the credits of every message consumed, one
-// immediate per QP.
+// flushCredits returns the credits of the messages consumed, one immediate
+// per QP, once a QP holds creditBatch of them. Every credit is a message
+// that wakes the peer's NIC loop and its application (a SACK wakes this
+// NIC again), which on a few shared cores costs about what a data message
+// does; half the FIFO in one immediate keeps the peer at least half a FIFO
+// ahead. It cannot deadlock. A peer out of credits in the operation this
+// rank runs has every slot in flight to this rank or consumed here (none
+// held early: a peer sends its next operation's messages only after
+// posting all of this one's), so once they land this rank holds all of
+// them, at least a batch, and returns them. A peer out of credits in its
+// next operation waits for this rank to get there, which does not depend
+// on that peer.
 func (c *Comm) flushCredits() error {
+	batch := c.creditBatch()
 	for _, l := range c.links {
 		if l == nil {
 			continue
 		}
 		for _, q := range l.qps {
-			if q.release > 0 {
+			if q.release >= batch {
 				if err := q.rx.Release(q.release); err != nil {
 					return fmt.Errorf("collective: return credits to rank %d: %w", l.peer, err)
 				}
@@ -491,6 +502,10 @@ func (c *Comm) flushCredits() error {
 	}
 	return nil
 }
+
+// creditBatch is how many consumed messages a QP holds before it returns
+// their credits: half its slots, at least one.
+func (c *Comm) creditBatch() int { return max(1, c.cfg.Slots/2) }
 
 // posted reports whether every message of the operation is posted. The
 // operation ends then, without waiting for the last credits: the data sits

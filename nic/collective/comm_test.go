@@ -342,3 +342,32 @@ func TestDisagreeingRanksFail(t *testing.T) {
 		}
 	}
 }
+
+// Credits go back in batches of half the FIFO (at least one): every credit
+// immediate a rank receives stands for at least that many of its messages,
+// and back-to-back operations of both algorithms and both kinds still
+// complete with exact results whatever the FIFO depth.
+func TestCreditsReturnedInBatches(t *testing.T) {
+	counts := make([]int, 30)
+	for i := range counts {
+		counts[i] = 1 + i*37%300 // direct up to 64 elements, the ring above
+	}
+	for _, slots := range []int{1, 2, 3, 8} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
+			sock := startLoop(t)
+			batch := max(1, slots/2)
+			run := exercise(counts)
+			ranks(t, []string{sock, sock, sock}, Config{SlotSize: 64, Slots: slots, AllReduce: AlgoAuto, DirectMax: 256}, func(ctx context.Context, c *Comm) error {
+				if err := run(ctx, c); err != nil {
+					return err
+				}
+				st := c.Stats()
+				if st.Credits == 0 || st.Credits*uint64(batch) > st.MessagesSent {
+					return fmt.Errorf("%d credit immediates for %d messages sent: want at least %d messages a credit", st.Credits, st.MessagesSent, batch)
+				}
+				t.Logf("rank %d: %d messages sent, %d credit immediates back", c.Rank(), st.MessagesSent, st.Credits)
+				return nil
+			})
+		})
+	}
+}
