@@ -134,14 +134,5 @@ func (c *Comm) allReduceDirect(ctx context.Context, recv []float32) error {
 			return 0, 0, false, nil
 		},
 	}
-	initial := map[int][]int{}
-	for k := 1; k < n; k++ {
-		// Rank r starts with r+1, r+2, …: no peer is everyone's first.
-		seqs := make([]int, p.m)
-		for i := range seqs {
-			seqs[i] = i
-		}
-		initial[(c.rank+k)%n] = seqs
-	}
-	return c.run(ctx, o, initial)
+	return c.run(ctx, o, c.toEveryPeer(p.m))
 }

@@ -126,15 +126,20 @@ func (c *Comm) AllToAll(ctx context.Context, send, recv []float32) error {
 			return 0, 0, false, nil
 		},
 	}
+	return c.run(ctx, o, c.toEveryPeer(p.m))
+}
+
+// toEveryPeer is the initial sends of an operation whose m messages to
+// every peer are all ready at the start (all-to-all, direct all-reduce).
+func (c *Comm) toEveryPeer(m int) map[int][]int {
 	initial := map[int][]int{}
 	for k := 1; k < c.size; k++ {
 		// Rank r starts with r+1, r+2, …: no peer is everyone's first.
-		peer := (c.rank + k) % c.size
-		seqs := make([]int, p.m)
+		seqs := make([]int, m)
 		for i := range seqs {
 			seqs[i] = i
 		}
-		initial[peer] = seqs
+		initial[(c.rank+k)%c.size] = seqs
 	}
-	return c.run(ctx, o, initial)
+	return initial
 }
