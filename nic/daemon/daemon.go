@@ -674,8 +674,10 @@ func (d *Daemon) transmit(now mrc.Time) int {
 			return sent
 		}
 	}
-	// The engine encodes straight into the port queues' buffers, so a
-	// data payload is copied twice (memory to queue, queue to UMEM).
+	// The engine encodes straight into the port's UMEM frame while the
+	// port has room and nothing is queued (one payload copy, from the
+	// application's memory), else into the queue's buffers, copied to the
+	// UMEM when the ring frees (portTx.slot).
 	d.eng.PollInto(now, d.txSlot, d.txCommit)
 	for i := range d.txq {
 		sent += d.txq[i].flush(d.ports[i], &d.c)
