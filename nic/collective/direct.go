@@ -45,8 +45,8 @@ func ParseAlgo(s string) (Algo, error) {
 
 // DefaultDirectMax is AlgoAuto's largest direct all-reduce, in bytes per
 // rank. Measured on clos-2p with 4 ranks (docs/collectives.md, "Small
-// all-reduces"): direct took a third of the ring's time up to 4 KiB and
-// about 0.75 of it at 32 KiB; from 48 KiB, where each rank sends 1.5 times
+// all-reduces"): direct took about half the ring's time up to 4 KiB and
+// 0.65–0.85 of it at 32 KiB; from 48 KiB, where each rank sends 1.5 times
 // what the ring sends, the ring was as fast or faster.
 const DefaultDirectMax = 32 << 10
 
