@@ -14,11 +14,38 @@ import "github.com/softmrc/softmrc/internal/wire"
 // longer path lost long before its answer could come, and the EV was
 // probed again at once: thousands of probes an RTT (mrc-lab S7: 11 557 in
 // 100 ms from one QP, filling 40 Mbit/s links; TestProbesBeforeRTTSample).
+//
+// And why the backoff: when every EV is ASSUMED_BAD, answers to probes are
+// the only RTT samples left. A peer that became slow (a host starved of
+// CPU: its answers 2 ms late after an srtt of 6 µs) then answered every
+// probe after its 3·srtt timeout, the late answers matched no probe and
+// measured nothing, srtt never grew, and the QP failed NO_PATH on paths
+// that delivered everything (TestProbeTimeoutBacksOffWithoutEVs; once in
+// nic/e2e TestTestbedCollectives under a parallel build: 1 225 probes in
+// 2 s, none answered in time). As TCP backs its RTO off until a valid
+// sample (RFC 6298 5.5), the probe timeout doubles per unanswered round
+// while no EV is usable, up to MaxAckTimeout.
 func (q *qp) probeTimeout() Time {
 	if q.srtt == 0 {
 		return max(q.initialRTO(), 50*Microsecond)
 	}
-	return max(3*q.srtt, 50*Microsecond)
+	to := max(3*q.srtt, 50*Microsecond)
+	for i := uint8(0); i < q.probeBackoff && to < q.cfg.MaxAckTimeout; i++ {
+		to *= 2
+	}
+	return min(to, max(q.cfg.MaxAckTimeout, 3*q.srtt))
+}
+
+// backOffProbes doubles the probe timeout after a probe sent at sentAt went
+// unanswered while the QP has no usable EV; once per round, as
+// backOffInitial: probes sent before the previous doubling had the shorter
+// timeout.
+func (q *qp) backOffProbes(sentAt Time) {
+	if q.srtt == 0 || sentAt < q.probeBackoffAt || q.anyUsableEV() || q.probeTimeout() >= q.cfg.MaxAckTimeout {
+		return
+	}
+	q.probeBackoff++
+	q.probeBackoffAt = q.e.now
 }
 
 func (q *qp) allocProbe() *probeRec {
@@ -158,6 +185,7 @@ func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time 
 		}
 		*pr = probeRec{}
 		q.nProbes--
+		q.probeBackoff = 0
 		if rtt > 0 {
 			q.updateRTT(rtt)
 		}
@@ -168,6 +196,7 @@ func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time 
 
 func (q *qp) probeFailed(pr *probeRec) {
 	q.backOffInitial(pr.sentAt)
+	q.backOffProbes(pr.sentAt)
 	if pr.ev >= 0 {
 		x := &q.evs[pr.ev]
 		x.probeOut = false

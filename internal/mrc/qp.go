@@ -282,9 +282,15 @@ type qp struct {
 	// until a valid sample: send.go initialRTO).
 	initBackoff   uint8
 	initBackoffAt Time
-	rackSentAt    Time
-	noEVSince     Time
-	lastProgress  Time // latest new acknowledgement, or the start of the outstanding data
+	// probeBackoff doubles the probe timeout once per unanswered round of
+	// probes while the QP has no usable EV, from a probe sent at or after
+	// probeBackoffAt; an answered probe or new acknowledgement ends it
+	// (probe.go probeTimeout).
+	probeBackoff   uint8
+	probeBackoffAt Time
+	rackSentAt     Time
+	noEVSince      Time
+	lastProgress   Time // latest new acknowledgement, or the start of the outstanding data
 	// blockedSince is when a send attempt first found work queued, nothing
 	// outstanding and no way to send (no usable EV, a closed window, no
 	// port room); 0 once a packet goes out. RetryTimeout ends a QP blocked

@@ -430,7 +430,7 @@ func (q *qp) handleSACK(p *wire.Packet) {
 		rtt = q.rttSample(cack.Add(int(s.AckPSNOffset)), s.TSEcho)
 	}
 	if newly > 0 {
-		q.lastProgress = now
+		q.lastProgress, q.probeBackoff = now, 0
 	}
 	if s.MPR > 0 && !s.Probe {
 		q.sndW = min(q.W, int(s.MPR)*minWindow)
