@@ -20,11 +20,12 @@ import "github.com/softmrc/softmrc/internal/wire"
 // CPU: its answers 2 ms late after an srtt of 6 µs) then answered every
 // probe after its 3·srtt timeout, the late answers matched no probe and
 // measured nothing, srtt never grew, and the QP failed NO_PATH on paths
-// that delivered everything (TestProbeTimeoutBacksOffWithoutEVs; once in
-// nic/e2e TestTestbedCollectives under a parallel build: 1 225 probes in
-// 2 s, none answered in time). As TCP backs its RTO off until a valid
-// sample (RFC 6298 5.5), the probe timeout doubles per unanswered round
-// while no EV is usable, up to MaxAckTimeout.
+// that delivered everything (TestProbeTimeoutBacksOffWithoutEVs; a failure
+// with these signs once in nic/e2e TestTestbedCollectives beside a parallel
+// build: 1 225 probes in 2 s, none answered in time, docs/engine.md). As
+// TCP backs its RTO off until a valid sample (RFC 6298 5.5), the probe
+// timeout doubles per unanswered round while no EV is usable, up to
+// MaxAckTimeout.
 func (q *qp) probeTimeout() Time {
 	if q.srtt == 0 {
 		return max(q.initialRTO(), 50*Microsecond)
