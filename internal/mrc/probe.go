@@ -25,16 +25,18 @@ import "github.com/softmrc/softmrc/internal/wire"
 // build: 1 225 probes in 2 s, none answered in time, docs/engine.md). As
 // TCP backs its RTO off until a valid sample (RFC 6298 5.5), the probe
 // timeout doubles per unanswered round while no EV is usable, up to
-// MaxAckTimeout.
+// MaxRTO (64 ms by default, not MaxAckTimeout: a probe lost in a dead link
+// keeps its EV from the next probe until it times out, so the cap is also
+// how late a path that comes back after a total outage can be seen).
 func (q *qp) probeTimeout() Time {
 	if q.srtt == 0 {
 		return max(q.initialRTO(), 50*Microsecond)
 	}
 	to := max(3*q.srtt, 50*Microsecond)
-	for i := uint8(0); i < q.probeBackoff && to < q.cfg.MaxAckTimeout; i++ {
+	for i := uint8(0); i < q.probeBackoff && to < q.cfg.MaxRTO; i++ {
 		to *= 2
 	}
-	return min(to, max(q.cfg.MaxAckTimeout, 3*q.srtt))
+	return min(to, max(q.cfg.MaxRTO, 3*q.srtt))
 }
 
 // backOffProbes doubles the probe timeout after a probe sent at sentAt went
@@ -42,7 +44,7 @@ func (q *qp) probeTimeout() Time {
 // backOffInitial: probes sent before the previous doubling had the shorter
 // timeout.
 func (q *qp) backOffProbes(sentAt Time) {
-	if q.srtt == 0 || sentAt < q.probeBackoffAt || q.anyUsableEV() || q.probeTimeout() >= q.cfg.MaxAckTimeout {
+	if q.srtt == 0 || sentAt < q.probeBackoffAt || q.anyUsableEV() || q.probeTimeout() >= q.cfg.MaxRTO {
 		return
 	}
 	q.probeBackoff++

@@ -51,3 +51,21 @@ func TestProbeTimeoutBacksOffWithoutEVs(t *testing.T) {
 		t.Errorf("srtt %v ns after the RTT became 2 ms: no sample was taken", s.SRTT)
 	}
 }
+
+// While other EVs carry the data, probes of the dead ones keep the short
+// timeout: the backoff is only for a QP with no usable EV (a dead plane
+// here: side 0's plane 0 drops everything it sends).
+func TestProbeTimeoutNoBackoffWithUsableEVs(t *testing.T) {
+	h := newHarness(t, hopts{seed: 6})
+	h.startTransfer(8<<20, 256<<10)
+	h.run(100*Microsecond, nil)
+	h.Filter = func(from int, port wire.Plane, _ []byte) bool { return from == 0 && port == 0 }
+	h.run(h.now+5*Millisecond, nil)
+	q := h.eng[0].qps[h.qp[0]]
+	if q.nBad == 0 || !q.anyUsableEV() {
+		t.Fatalf("%d of %d EVs ASSUMED_BAD, usable ones left %v: want some of each", q.nBad, len(q.evs), q.anyUsableEV())
+	}
+	if s := h.snap(0); q.probeBackoff != 0 || q.probeTimeout() != max(3*q.srtt, 50*Microsecond) || s.Counters.TxProbe == 0 {
+		t.Fatalf("probe backoff %d, timeout %v ns with srtt %v ns, %d probes: want no backoff", q.probeBackoff, q.probeTimeout(), q.srtt, s.Counters.TxProbe)
+	}
+}

@@ -282,8 +282,8 @@ type qp struct {
 	// until a valid sample: send.go initialRTO).
 	initBackoff   uint8
 	initBackoffAt Time
-	// probeBackoff doubles the probe timeout once per unanswered round of
-	// probes while the QP has no usable EV, from a probe sent at or after
+	// probeBackoff doubles the probe timeout (up to MaxRTO) once per
+	// unanswered round of probes while the QP has no usable EV, from a probe sent at or after
 	// probeBackoffAt; an answered probe or new acknowledgement ends it
 	// (probe.go probeTimeout).
 	probeBackoff   uint8
