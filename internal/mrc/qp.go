@@ -283,9 +283,9 @@ type qp struct {
 	initBackoff   uint8
 	initBackoffAt Time
 	// probeBackoff doubles the probe timeout (up to MaxRTO) once per
-	// unanswered round of probes while the QP has no usable EV, from a probe sent at or after
-	// probeBackoffAt; an answered probe or new acknowledgement ends it
-	// (probe.go probeTimeout).
+	// unanswered round of probes while the QP has no usable EV, from a
+	// probe sent at or after probeBackoffAt; an answered probe or a new
+	// acknowledgement ends it (probe.go probeTimeout).
 	probeBackoff   uint8
 	probeBackoffAt Time
 	rackSentAt     Time
