@@ -34,19 +34,7 @@ func TestBlockedQPFails(t *testing.T) {
 			}
 			const size, chunk = 1 << 20, 256 << 10
 			src, dst := h.startTransfer(size, chunk)
-			var qpErr *Completion
-			done := 0
-			h.run(4*retry, func() bool {
-				for _, c := range h.drainCQ(0) {
-					switch {
-					case c.Kind == CompQPError:
-						qpErr = &c
-					case c.Kind == CompSend && c.Status == StatusOK:
-						done++
-					}
-				}
-				return qpErr != nil || done == size/chunk
-			})
+			done, qpErr := h.runWRs(4*retry, size/chunk)
 			if tc.wantOK {
 				if qpErr != nil || done != size/chunk || string(src) != string(dst) {
 					t.Fatalf("port back at %v ms: %d of %d WRs done, QP error %v", tc.upAt/Millisecond, done, size/chunk, qpErr)

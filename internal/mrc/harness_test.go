@@ -281,3 +281,21 @@ func (h *harness) drainCQ(i int) []Completion {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// runWRs runs until side 0 has n successful send completions or a QP
+// error, or limit passes; it returns the successes and the error (nil if
+// none).
+func (h *harness) runWRs(limit Time, n int) (done int, qpErr *Completion) {
+	h.run(limit, func() bool {
+		for _, c := range h.drainCQ(0) {
+			switch {
+			case c.Kind == CompQPError:
+				qpErr = &c
+			case c.Kind == CompSend && c.Status == StatusOK:
+				done++
+			}
+		}
+		return qpErr != nil || done == n
+	})
+	return done, qpErr
+}

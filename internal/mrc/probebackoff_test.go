@@ -29,19 +29,7 @@ func TestProbeTimeoutBacksOffWithoutEVs(t *testing.T) {
 	}
 	h.Filter = nil
 	h.Delay = Millisecond // each way: RTT 2 ms
-	var qpErr *Completion
-	done := 0
-	h.run(h.now+300*Millisecond, func() bool {
-		for _, c := range h.drainCQ(0) {
-			switch {
-			case c.Kind == CompQPError:
-				qpErr = &c
-			case c.Kind == CompSend && c.Status == StatusOK:
-				done++
-			}
-		}
-		return qpErr != nil || done == size/chunk
-	})
+	done, qpErr := h.runWRs(h.now+300*Millisecond, size/chunk)
 	s := h.snap(0)
 	t.Logf("srtt %v ns before, %v ns after; done at %v ms; %d probes", before, s.SRTT, h.now/Millisecond, s.Counters.TxProbe)
 	if qpErr != nil || done != size/chunk || string(src) != string(dst) {
