@@ -206,8 +206,8 @@ func TestAlgoFlags(t *testing.T) {
 		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrUsage)) {
 			t.Errorf("%v %q: %v, want ok %v (a usage error otherwise)", c.kind, c.args, err, c.ok)
 		}
-		if c.args == "" && err == nil && (p.Algo != "auto" || p.DirectMax != collective.DefaultDirectMax) {
-			t.Errorf("defaults: --algo %q --direct_max %d", p.Algo, p.DirectMax)
+		if c.args == "" && err == nil && (p.Algo != collective.AlgoAuto || p.DirectMax != collective.DefaultDirectMax) {
+			t.Errorf("defaults: --algo %v --direct_max %d", p.Algo, p.DirectMax)
 		}
 	}
 }

@@ -63,8 +63,8 @@ type Params struct {
 	QPs        int
 	Slots      int
 	SlotSize   int
-	Algo       string // all-reduce: auto, ring or direct
-	DirectMax  int64  // all-reduce: auto's largest direct size in bytes
+	Algo       collective.Algo // all-reduce: auto, ring or direct
+	DirectMax  int64           // all-reduce: auto's largest direct size in bytes
 	Timeout    time.Duration
 	Stall      time.Duration
 	JSON       bool
@@ -168,7 +168,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.IntVar(&p.SlotSize, "slot_bytes", 64<<10, "bytes per slot: the largest message")
 	algoHelp := ""
 	if kind == AllReduce {
-		fs.StringVar(&p.Algo, "algo", "auto", "all-reduce algorithm: ring, direct (every rank sends its buffer to every peer and sums them all: one step) or auto (direct up to --direct_max, ring above)")
+		fs.Var(algoFlag{&p.Algo}, "algo", "all-reduce algorithm: ring, direct (every rank sends its buffer to every peer and sums them all: one step) or auto (direct up to --direct_max, ring above)")
 		p.DirectMax = collective.DefaultDirectMax
 		fs.Var(sizeFlag{&p.DirectMax}, "direct_max", "--algo auto: the largest all-reduce run direct, in bytes (K, M, G suffixes)")
 		algoHelp = fmt.Sprintf("\n\t[--algo auto|ring|direct]                     default auto: direct up to --direct_max, ring above\n\t[--direct_max <bytes>]                        default %s", sizeName(collective.DefaultDirectMax))
@@ -258,9 +258,6 @@ func (p *Params) check() error {
 		bad("%v", err)
 	}
 	if p.Kind == AllReduce {
-		if _, err := collective.ParseAlgo(p.Algo); err != nil {
-			bad("--algo: %v", err)
-		}
 		if p.DirectMax < 1 || p.DirectMax > 1<<30 {
 			bad("--direct_max %d: want 1 .. 1G bytes", p.DirectMax)
 		}
@@ -293,6 +290,26 @@ func (p *Params) Sizes() []int64 {
 		}
 	}
 	return s
+}
+
+// algoFlag parses --algo into a collective.Algo (its zero value, auto, is
+// the default).
+type algoFlag struct{ v *collective.Algo }
+
+func (a algoFlag) String() string {
+	if a.v == nil {
+		return collective.AlgoAuto.String()
+	}
+	return a.v.String()
+}
+
+func (a algoFlag) Set(s string) error {
+	v, err := collective.ParseAlgo(s)
+	if err != nil {
+		return err
+	}
+	*a.v = v
+	return nil
 }
 
 // sizeName prints a byte count as -b and -e take it (64K, 1M, 100).

@@ -55,9 +55,7 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
 	}
 	cfg := collective.Config{QPsPerPeer: p.QPs, Slots: p.Slots, SlotSize: p.SlotSize, QP: qpc, Stall: p.Stall}
 	if p.Kind == AllReduce {
-		// check() accepted both.
-		cfg.AllReduce, _ = collective.ParseAlgo(p.Algo)
-		cfg.DirectMax = int(p.DirectMax)
+		cfg.AllReduce, cfg.DirectMax = p.Algo, int(p.DirectMax)
 	}
 	comm, err := collective.New(ctx, dev, g, cfg)
 	if err != nil {
@@ -117,7 +115,7 @@ func printBanner(w io.Writer, p *Params, descs [][]byte) {
 	fmt.Fprintf(w, "#\n# Using devices (transport %s, %d QP(s) per peer, %d slots x %d B)\n", p.Transport, p.QPs, p.Slots, p.SlotSize)
 	if p.Kind == AllReduce {
 		switch p.Algo {
-		case "auto":
+		case collective.AlgoAuto:
 			fmt.Fprintf(w, "# all-reduce algorithm: direct up to %s (one step: every rank sends its buffer to every peer), ring above (--algo, --direct_max)\n", sizeName(p.DirectMax))
 		default:
 			fmt.Fprintf(w, "# all-reduce algorithm: %s (--algo)\n", p.Algo)
