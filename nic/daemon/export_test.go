@@ -96,3 +96,7 @@ func (d *Daemon) sumQPs(r *StallReport) mrc.QPCounters {
 	}
 	return sum
 }
+
+// CQEsDelivered is the number of completions the daemon has handed to its
+// applications (the cqes counter); safe from any goroutine.
+func (d *Daemon) CQEsDelivered() uint64 { return d.c.cqes.Load() }

@@ -63,6 +63,13 @@ func Run(planes int) (*Pair, error) { return RunWith(planes, nil) }
 // RunWith is Run with tune applied to host 1's and host 2's config (host
 // is 1 or 2) before its daemon starts: tests of mismatched settings.
 func RunWith(planes int, tune func(host int, c *config.Config)) (*Pair, error) {
+	return RunPorts(planes, tune, nil)
+}
+
+// RunPorts is RunWith with each host's pipe ends passed through wrap (host
+// is 1 or 2; nil: unwrapped) before its daemon gets them: tests that watch
+// or disturb what a daemon sends and receives.
+func RunPorts(planes int, tune func(host int, c *config.Config), wrap func(host int, p *xsk.PipePort) xsk.Port) (*Pair, error) {
 	dir, err := os.MkdirTemp("", "mrcnic")
 	if err != nil {
 		return nil, err
@@ -85,6 +92,9 @@ func RunWith(planes int, tune func(host int, c *config.Config)) (*Pair, error) {
 		ports := make([]xsk.Port, planes)
 		for k, p := range pr.Pipes[i] {
 			ports[k] = p
+			if wrap != nil {
+				ports[k] = wrap(i+1, p)
+			}
 		}
 		d, err := daemon.New(daemon.Options{Config: cfg, Ports: ports, Logger: log})
 		if err != nil {
@@ -126,7 +136,13 @@ func Start(t testing.TB, planes int) *Pair { t.Helper(); return StartWith(t, pla
 // StartWith is RunWith until the test ends.
 func StartWith(t testing.TB, planes int, tune func(host int, c *config.Config)) *Pair {
 	t.Helper()
-	pr, err := RunWith(planes, tune)
+	return StartPorts(t, planes, tune, nil)
+}
+
+// StartPorts is RunPorts until the test ends.
+func StartPorts(t testing.TB, planes int, tune func(host int, c *config.Config), wrap func(host int, p *xsk.PipePort) xsk.Port) *Pair {
+	t.Helper()
+	pr, err := RunPorts(planes, tune, wrap)
 	if err != nil {
 		t.Fatal(err)
 	}
