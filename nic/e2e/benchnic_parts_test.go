@@ -39,15 +39,21 @@ func TestBenchNICRatiosPairRounds(t *testing.T) {
 	r.add("veth", "sender mrc-nicd CPU in 64 KiB, 1 QP, ms per GB", 0, 300)
 	r.add("veth", mRawRxCPU, 0, 50)
 	r.add("veth", "receiver mrc-nicd CPU in 64 KiB, 1 QP, ms per GB", 0, 400)
+	r.add("veth", mUDP, 0, 10)
+	r.add("veth", mRawPingHandoff, 0, 30)
+	r.add("veth", latName(2), 0, 60)
 	got := map[string][]float64{}
 	for _, x := range r.ratios() {
 		got[x.name] = x.vals
 	}
 	want := map[string][]float64{
-		"bw 64 KiB, 1 QP / raw AF_XDP":                    {2, 1, 4},
-		"after / before: mrc-write-bw 64 KiB, 1 QP, Gb/s": {2},
-		"sender CPU per GB 64 KiB, 1 QP / raw sender":     {1.5},
-		"receiver CPU per GB 64 KiB, 1 QP / raw receiver": {8},
+		"bw 64 KiB, 1 QP / raw AF_XDP":                        {2, 1, 4},
+		"after / before: mrc-write-bw 64 KiB, 1 QP, Gb/s":     {2},
+		"sender CPU per GB 64 KiB, 1 QP / raw sender":         {1.5},
+		"receiver CPU per GB 64 KiB, 1 QP / raw receiver":     {8},
+		"lat 2 B / UDP ping-pong":                             {6},
+		"lat 2 B / raw AF_XDP ping-pong with hand-offs":       {2},
+		"raw AF_XDP ping-pong with hand-offs / UDP ping-pong": {3},
 	}
 	for name, w := range want {
 		g := got[name]

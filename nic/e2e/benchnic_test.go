@@ -232,7 +232,19 @@ const (
 	mTCPPkt   = "kernel TCP mean packet sent by h0's port 0 (one per skb), bytes"
 	mMPTCP    = "kernel MPTCP 1 subflow/plane, Gb/s"
 	mUDP      = "kernel UDP ping-pong 2 B half RTT, µs"
+	// The raw AF_XDP ping-pongs (rawping_test.go): the latency floors of
+	// an AF_XDP transport on the path, with each side's thread asleep on
+	// its socket, spinning, or handing each frame to an application
+	// thread and back (a daemon's shape).
+	mRawPing        = "raw AF_XDP ping-pong 2 B half RTT, µs"
+	mRawPingSpin    = "raw AF_XDP ping-pong 2 B, spinning, half RTT, µs"
+	mRawPingHandoff = "raw AF_XDP ping-pong 2 B, hand-off to an application thread per side, half RTT, µs"
 )
+
+// rawPingName is the measurement of a raw ping-pong mode.
+func rawPingName(m rawPingMode) string {
+	return [...]string{mRawPing, mRawPingSpin, mRawPingHandoff}[m]
+}
 
 // basePrefix names the measurements of MRC_BENCH_BASE_BIN's binaries.
 const basePrefix = "before: "
@@ -345,6 +357,13 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 			udp := udpPingPong(b, p.kern, cfg.latIter)
 			res.add(p.name, mUDP, round, udp)
 			progress("%s: kernel UDP ping-pong %.1f µs", tag, udp)
+			var floors []string
+			for _, mode := range []rawPingMode{rawPingBlock, rawPingSpin, rawPingHandoff} {
+				us := rawXDPPingPong(b, p.kern.h[0], p.kern.h[1], 0, cfg.latIter, mode)
+				res.add(p.name, rawPingName(mode), round, us)
+				floors = append(floors, fmt.Sprintf("%v %.1f µs", mode, us))
+			}
+			progress("%s: raw AF_XDP ping-pong %s", tag, strings.Join(floors, ", "))
 
 			bins := []string{""}
 			if cfg.base != "" {
@@ -663,7 +682,13 @@ func (r *benchNICResult) ratios() []ratio {
 			}
 			short := strings.TrimSuffix(strings.TrimPrefix(m, "mrc-write-lat "), " t_typical (half RTT), µs")
 			per(path, m, mUDP, "lat "+short+" / UDP ping-pong", "lower")
+			per(path, m, mRawPingHandoff, "lat "+short+" / raw AF_XDP ping-pong with hand-offs", "lower")
 		}
+		// The floors against the kernel: what AF_XDP itself, and a daemon's
+		// hand-offs, cost on this path before any transport work.
+		per(path, mRawPing, mUDP, "raw AF_XDP ping-pong / UDP ping-pong", "lower")
+		per(path, mRawPingSpin, mUDP, "raw AF_XDP ping-pong, spinning / UDP ping-pong", "lower")
+		per(path, mRawPingHandoff, mUDP, "raw AF_XDP ping-pong with hand-offs / UDP ping-pong", "lower")
 		for _, m := range r.order {
 			if strings.HasPrefix(m, basePrefix) {
 				better := "higher"

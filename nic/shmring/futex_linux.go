@@ -55,6 +55,9 @@ func WaitHeld(word *uint32, val uint32, timeout time.Duration) {
 		uintptr(unsafe.Pointer(&t)), 0, 0)
 }
 
+// Wake wakes every thread in Wait or WaitHeld on word.
+func Wake(word *uint32) { futexWake(word) }
+
 // futexWake wakes every waiter on word (several application goroutines
 // may wait on one ring: a poller and a poster waiting for SQ room).
 func futexWake(word *uint32) {
