@@ -239,11 +239,12 @@ const (
 	mRawPing        = "raw AF_XDP ping-pong 2 B half RTT, µs"
 	mRawPingSpin    = "raw AF_XDP ping-pong 2 B, spinning, half RTT, µs"
 	mRawPingHandoff = "raw AF_XDP ping-pong 2 B, hand-off to an application thread per side, half RTT, µs"
+	mRawPingHOSpin  = "raw AF_XDP ping-pong 2 B, hand-off per side, socket threads spinning, half RTT, µs"
 )
 
 // rawPingName is the measurement of a raw ping-pong mode.
 func rawPingName(m rawPingMode) string {
-	return [...]string{mRawPing, mRawPingSpin, mRawPingHandoff}[m]
+	return [...]string{mRawPing, mRawPingSpin, mRawPingHandoff, mRawPingHOSpin}[m]
 }
 
 // basePrefix names the measurements of MRC_BENCH_BASE_BIN's binaries.
@@ -358,7 +359,7 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 			res.add(p.name, mUDP, round, udp)
 			progress("%s: kernel UDP ping-pong %.1f µs", tag, udp)
 			var floors []string
-			for _, mode := range []rawPingMode{rawPingBlock, rawPingSpin, rawPingHandoff} {
+			for _, mode := range []rawPingMode{rawPingBlock, rawPingSpin, rawPingHandoff, rawPingHandoffSpin} {
 				us := rawXDPPingPong(b, p.kern.h[0], p.kern.h[1], 0, cfg.latIter, mode)
 				res.add(p.name, rawPingName(mode), round, us)
 				floors = append(floors, fmt.Sprintf("%v %.1f µs", mode, us))
@@ -689,6 +690,7 @@ func (r *benchNICResult) ratios() []ratio {
 		per(path, mRawPing, mUDP, "raw AF_XDP ping-pong / UDP ping-pong", "lower")
 		per(path, mRawPingSpin, mUDP, "raw AF_XDP ping-pong, spinning / UDP ping-pong", "lower")
 		per(path, mRawPingHandoff, mUDP, "raw AF_XDP ping-pong with hand-offs / UDP ping-pong", "lower")
+		per(path, mRawPingHOSpin, mUDP, "raw AF_XDP ping-pong with hand-offs, socket threads spinning / UDP ping-pong", "lower")
 		for _, m := range r.order {
 			if strings.HasPrefix(m, basePrefix) {
 				better := "higher"

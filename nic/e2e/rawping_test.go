@@ -34,10 +34,16 @@ const (
 	// ring, with no work in either: three wake-ups each way where UDP has
 	// one.
 	rawPingHandoff
+	// rawPingHandoffSpin: rawPingHandoff with the socket threads polling
+	// their receive ring and their application's answer without sleeping
+	// (mrc-nicd's busy polling); the applications sleep. Four threads on
+	// a 2-vCPU machine: the spinning ones take the CPUs the applications
+	// need to wake.
+	rawPingHandoffSpin
 )
 
 func (m rawPingMode) String() string {
-	return [...]string{"blocking", "spinning", "hand-off"}[m]
+	return [...]string{"blocking", "spinning", "hand-off", "hand-off, socket threads spinning"}[m]
 }
 
 // rawXDPPingPong returns the median half round trip, in µs, of n
@@ -51,6 +57,8 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 	// Each side's threads stay locked to their OS threads and, in hand-off
 	// mode, sleep in futex calls: Ps enough that none waits for one.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	handoff := mode == rawPingHandoff || mode == rawPingHandoffSpin
+	sockSpin := mode == rawPingSpin || mode == rawPingHandoffSpin
 	hs := [2]*host{src, dst}
 	var ports [2]*xsk.XDPPort
 	var frames [2][]byte
@@ -82,17 +90,17 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 			if k, _ := port.RecvFunc(64, func([]byte) {}); k > 0 {
 				return true
 			}
-			if mode != rawPingSpin {
+			if !sockSpin {
 				_ = port.Wait(10 * time.Millisecond)
 			}
 		}
 		return false
 	}
 	// A hand-off between a socket thread and its application: the
-	// socket thread bumps toApp and sleeps until the application has
-	// bumped toSock to the same count.
-	type handoff struct{ toApp, toSock uint32 }
-	await := func(word *uint32, want uint32) bool {
+	// socket thread bumps toApp and waits (sleeps, or with sockSpin
+	// polls) until the application has bumped toSock to the same count.
+	type handoffs struct{ toApp, toSock uint32 }
+	await := func(word *uint32, want uint32, spin bool) bool {
 		for {
 			v := atomic.LoadUint32(word)
 			if v == want {
@@ -101,7 +109,9 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 			if ctx.Err() != nil {
 				return false
 			}
-			shmring.Wait(word, v, 10*time.Millisecond)
+			if !spin {
+				shmring.Wait(word, v, 10*time.Millisecond)
+			}
 		}
 	}
 	bump := func(word *uint32) uint32 {
@@ -130,8 +140,8 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 	}
 	// The responder (dst): its socket thread answers every frame; in
 	// hand-off mode only after its application has answered the frame.
-	var b handoff
-	if mode == rawPingHandoff {
+	var b handoffs
+	if handoff {
 		locked(func() {
 			for seen := uint32(0); !stopped(); {
 				if atomic.LoadUint32(&b.toApp) == seen {
@@ -148,7 +158,7 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 			if !recv(ports[1], time.Now().Add(100*time.Millisecond)) {
 				continue
 			}
-			if mode == rawPingHandoff && !await(&b.toSock, bump(&b.toApp)) {
+			if handoff && !await(&b.toSock, bump(&b.toApp), sockSpin) {
 				return
 			}
 			_, _ = ports[1].Send(frames[1:2])
@@ -157,14 +167,16 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 	// The initiator (src): in hand-off mode this thread is the
 	// application, and a socket thread sends each ping it posts and hands
 	// it the answer (lost records an answer that did not come).
-	var a handoff
+	var a handoffs
 	var lost atomic.Bool
 	var sendErr error
-	if mode == rawPingHandoff {
+	if handoff {
 		locked(func() {
 			for seen := uint32(0); !stopped(); {
 				if atomic.LoadUint32(&a.toSock) == seen {
-					shmring.Wait(&a.toSock, seen, 10*time.Millisecond)
+					if !sockSpin {
+						shmring.Wait(&a.toSock, seen, 10*time.Millisecond)
+					}
 					continue
 				}
 				seen++
@@ -185,8 +197,8 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 	var s []float64
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		t0 := time.Now()
-		if mode == rawPingHandoff {
-			if !await(&a.toApp, bump(&a.toSock)) || lost.Load() {
+		if handoff {
+			if !await(&a.toApp, bump(&a.toSock), false) || lost.Load() {
 				continue
 			}
 		} else {
@@ -217,7 +229,7 @@ func rawXDPPingPong(tb testing.TB, src, dst *host, p, n int, mode rawPingMode) f
 func TestRawXDPPingPong(t *testing.T) {
 	requireNetns(t)
 	tp := newTopoMTU(t, 1, false, benchLinkMTU(2048), 2048)
-	for _, mode := range []rawPingMode{rawPingBlock, rawPingSpin, rawPingHandoff} {
+	for _, mode := range []rawPingMode{rawPingBlock, rawPingSpin, rawPingHandoff, rawPingHandoffSpin} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			us := rawXDPPingPong(t, tp.h[0], tp.h[1], 0, 200, mode)
 			t.Logf("%v: %.1f µs half round trip", mode, us)
