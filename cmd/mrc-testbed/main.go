@@ -42,6 +42,8 @@ const usage = `usage:
       TARGET: a link (h0--p0-t0-0, p0-t0-0--p0-t1-1), a NIC port (h0:p0),
               a switch port (p0-t0-0:u1) or a switch (p0-t1-1)
   mrc-testbed exec [--dir RUNDIR | --prefix P] NODE -- CMD...
+      NODE: a host (h0), a switch (p0-t1-1) or mgmt; in a host CMD gets
+      MRC_DEVICE=<its NIC socket> and MRC_HOST, so the verbs tools need no -d
   mrc-testbed exec [--dir RUNDIR | --prefix P] h0,h1,... | hosts -- CMD...
       a group: CMD runs in every listed host (hosts: all) at once, member i
       with MRC_RANK=i MRC_NRANKS=n MRC_RENDEZVOUS=<first host's mgmt address>

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/softmrc/softmrc/nic/xsk"
 )
 
 // queueGap says what is wrong when an interface with rxQueues receive
@@ -25,12 +27,25 @@ func queueGap(ifname string, rxQueues, first, n int) string {
 // warnQueueGaps logs queueGap for every port (real interfaces only).
 func (d *Daemon) warnQueueGaps() {
 	for _, p := range d.cfg.Ports {
-		l, err := netlink.LinkByName(p.Interface)
-		if err != nil {
-			continue // the socket's own error said it already
-		}
-		if msg := queueGap(p.Interface, l.Attrs().NumRxQueues, p.Queue, d.cfg.ThreadCount()); msg != "" {
+		if msg := queueGap(p.Interface, rxQueues(p.Interface), p.Queue, d.cfg.ThreadCount()); msg != "" {
 			d.log.Warn("port receive queues without a socket", "port", p.PortName(), "problem", msg)
 		}
 	}
+}
+
+// rxQueues is the number of receive queues interface ifname uses (0:
+// unknown). Not netlink's count, which is what the device allocated: every
+// testbed host link (a veth made without numrxqueues) allocates one per
+// CPU and uses one, and mrc-nicd warned, wrongly, that frames on the
+// second were lost (xsk.RxQueues). netlink's count stands in only for a
+// driver that does not report its channels.
+func rxQueues(ifname string) int {
+	if n, err := xsk.RxQueues(ifname); err == nil && n > 0 {
+		return n
+	}
+	l, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return 0 // the socket's own error said it already
+	}
+	return l.Attrs().NumRxQueues
 }

@@ -324,8 +324,10 @@ func restoreKernelRoutes(p *plan.Plan, ends []end) error {
 }
 
 // Exec runs argv inside a node's namespace (host, switch or "mgmt") with the
-// given stdio and returns its exit error. When ctx ends (mrc-testbed got
-// SIGINT/SIGTERM) the command gets SIGTERM, and SIGKILL 5 s later, so that
+// given stdio and returns its exit error. On a host the command also gets
+// HostEnv (its NIC's device socket as MRC_DEVICE), so that the verbs tools
+// find the host's mrc-nicd as they do in a group. When ctx ends (mrc-testbed
+// got SIGINT/SIGTERM) the command gets SIGTERM, and SIGKILL 5 s later, so that
 // killing `mrc-testbed exec` never leaves a daemon running in a namespace.
 func Exec(ctx context.Context, dir, node string, argv []string, stdin *os.File, stdout, stderr *os.File) error {
 	p, err := LoadPlan(dir)
@@ -333,11 +335,13 @@ func Exec(ctx context.Context, dir, node string, argv []string, stdin *os.File, 
 		return err
 	}
 	ns := ""
+	var env []string
 	switch {
 	case node == "mgmt":
 		ns = p.Mgmt.NS
 	case p.Host(node) != nil:
 		ns = p.Host(node).NS
+		env = HostEnv(p.Host(node))
 	case p.Switch(node) != nil:
 		ns = p.Switch(node).NS
 	default:
@@ -348,6 +352,9 @@ func Exec(ctx context.Context, dir, node string, argv []string, stdin *os.File, 
 	}
 	cmd := stoppable(ctx, argv)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := netns.Do(ns, cmd.Start); err != nil {
 		return err
 	}

@@ -53,15 +53,21 @@ func GroupHosts(p *plan.Plan, group string) ([]*plan.Host, error) {
 
 // GroupEnv is the environment member i of hosts runs with: its rank, the
 // group size, rank 0's management address (the rendezvous of the
-// collective tools) and its NIC's device socket.
+// collective tools) and HostEnv.
 func GroupEnv(hosts []*plan.Host, i int) []string {
-	return []string{
+	return append([]string{
 		"MRC_RANK=" + strconv.Itoa(i),
 		"MRC_NRANKS=" + strconv.Itoa(len(hosts)),
 		"MRC_RENDEZVOUS=" + hosts[0].MgmtAddr.Addr().String(),
-		"MRC_DEVICE=" + NICSocket(hosts[i]),
-		"MRC_HOST=" + hosts[i].Name,
-	}
+	}, HostEnv(hosts[i])...)
+}
+
+// HostEnv is what a command run in host h gets (alone or in a group): its
+// NIC's device socket, which every verbs tool reads when -d is not given,
+// and the host's name. They override the caller's: a device socket of the
+// machine outside (or of another host) is never the right one here.
+func HostEnv(h *plan.Host) []string {
+	return []string{"MRC_DEVICE=" + NICSocket(h), "MRC_HOST=" + h.Name}
 }
 
 // ExecGroup runs argv in every host of group at once, member i with

@@ -623,6 +623,21 @@ func TestNICHookExecMgmt(t *testing.T) {
 	if !strings.Contains(string(b), hex.EncodeToString(a[:])) {
 		t.Errorf("exec h2: /proc/net/if_inet6 lacks %s:\n%s", p.Hosts[2].Ports[0].Addr, b)
 	}
+	// exec on a host names its NIC's device socket (MRC_DEVICE), as a
+	// group does, over whatever the caller had: the verbs tools then find
+	// the host's mrc-nicd without -d.
+	t.Setenv("MRC_DEVICE", "/nonexistent/outside.sock")
+	envOut, err := os.CreateTemp(t.TempDir(), "env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Exec(context.Background(), dir, "h2", []string{"sh", "-c", "echo dev=$MRC_DEVICE host=$MRC_HOST"}, nil, envOut, envOut); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(envOut.Name())
+	if want := fmt.Sprintf("dev=%s host=h2\n", NICSocket(&p.Hosts[2])); string(b) != want {
+		t.Errorf("exec h2 environment: %q, want %q", b, want)
+	}
 	if err := Exec(context.Background(), dir, "nope", []string{"true"}, nil, out, out); err == nil {
 		t.Error("exec on an unknown node succeeded")
 	}
