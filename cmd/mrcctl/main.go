@@ -216,14 +216,14 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 	case *[]vproto.EVRow:
-		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSWITCHES\tSTATE\tACTIVE\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
+		fmt.Fprintln(tw, "EV\tPLANE\tT1\tPATH\tSWITCHES\tSTATE\tACTIVE\tSLOTS\tSENT\tACKED\tECN\tTRIMS\tLOSSES\tTIMEOUTS\tPROBES")
 		for _, e := range *r {
 			sw := e.Switches
 			if sw == "" {
 				sw = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, sw, e.State, e.Active,
-				e.Sent, e.Acked, e.ECN, e.Trims, e.Losses, e.Timeouts, e.Probes)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", e.EV, e.Plane, e.T1, e.Path, sw, e.State, e.Active,
+				e.Slots, e.Sent, e.Acked, e.ECN, e.Trims, e.Losses, e.Timeouts, e.Probes)
 		}
 	case *vproto.Counters:
 		fmt.Fprintln(tw, "COUNTER\tVALUE")

@@ -143,6 +143,9 @@ func TestConnectPinsExplicitEVs(t *testing.T) {
 			}
 			active, sent := 0, uint64(0)
 			for _, row := range rows {
+				if row.Active != (row.Slots > 0) {
+					t.Errorf("EV %s: active %v with %d rotation slots", row.EV, row.Active, row.Slots)
+				}
 				if !row.Active {
 					continue
 				}

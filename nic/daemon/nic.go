@@ -650,7 +650,7 @@ func (d *Daemon) ctl(caller service.Caller, req vproto.CtlRequest) (any, error) 
 		rows := make([]vproto.EVRow, 0, len(s.EVs))
 		for _, e := range s.EVs {
 			rows = append(rows, vproto.EVRow{EV: e.EV.String(), Plane: int(e.Plane), T1: int(e.EV.T1()), Path: d.pathOf(q, e.EV), Switches: d.switchesOf(q, e.EV),
-				State: e.State.String(), Active: e.Active, Sent: e.Sent, Acked: e.Acked, ECN: e.ECN, Trims: e.Trims + e.TrimsLastHop,
+				State: e.State.String(), Active: e.Active, Slots: e.Slots, Sent: e.Sent, Acked: e.Acked, ECN: e.ECN, Trims: e.Trims + e.TrimsLastHop,
 				Losses: e.Losses, Timeouts: e.Timeouts, Probes: e.Probes})
 		}
 		return rows, nil

@@ -156,6 +156,11 @@ type EVRow struct {
 	Switches string `json:"switches,omitempty"`
 	State    string `json:"state"`
 	Active   bool   `json:"active"`
+	// Slots is how many of the QP's rotation slots the EV holds: 0 in the
+	// reserve, 1 normally, more when it stands in for EVs of its plane that
+	// left service and the reserve ran out (its share of the packets
+	// grows with it).
+	Slots    int    `json:"slots"`
 	Sent     uint64 `json:"sent"`
 	Acked    uint64 `json:"acked"`
 	ECN      uint64 `json:"ecn"`
