@@ -558,3 +558,69 @@ func TestFailCause(t *testing.T) {
 		})
 	}
 }
+
+// TestCondemnedGroupProbesFollowData: where the link's rate, not the RTT,
+// spaces the data (200 Mbit/s ports against an RTT of microseconds, as on
+// the testbed's emulated 10 Mbit/s links), a condemned group's probes take
+// at most about one packet in condemnedProbeData of what the QP sends on
+// the group's plane. Before (groupProbeGap alone, in probe intervals), the
+// group was probed every 8 intervals whatever the data: on the testbed a
+// fifth of a plane's uplink (docs/engine.md).
+func TestCondemnedGroupProbesFollowData(t *testing.T) {
+	h := newHarness(t, hopts{seed: 53, cfg: func(cfg *Config) { cfg.PortRate = 0.2 }})
+	h.startTransfer(64<<20, 1<<20)
+	h.run(2*Millisecond, nil)
+
+	dead := func(ev wire.EV) bool { return ev.Plane() == 0 && ev.T1()%4 == 1 }
+	var probes, data0 int
+	h.Filter = func(from int, _ wire.Plane, f []byte) bool {
+		var p wire.Packet
+		if from != 0 || (wire.Decoder{}).Decode(f, &p) != nil {
+			return false
+		}
+		if p.EV.Plane() == 0 && p.Opcode.IsData() && !dead(p.EV) {
+			data0++
+		}
+		if !dead(p.EV) {
+			return false
+		}
+		if p.Opcode == wire.OpProbe {
+			probes++
+		}
+		return true
+	}
+	// Detection, then a settling time for what was in flight.
+	h.run(h.now+20*Millisecond, nil)
+	probes, data0 = 0, 0
+	tA := h.now
+	h.run(h.now+50*Millisecond, nil)
+	s := h.snap(0)
+	iv := max(s.SRTT, minProbeInterval)
+	t.Logf("over %d ns (srtt %d): %d data packets on plane 0, %d probes into its dead group (%d probe intervals)",
+		h.now-tA, s.SRTT, data0, probes, (h.now-tA)/iv)
+	if data0 < 100 {
+		t.Fatalf("only %d data packets on plane 0: the transfer did not run through the fault", data0)
+	}
+	if probes == 0 {
+		t.Errorf("no probe into the dead group: it would never come back")
+	}
+	if budget := data0/condemnedProbeData + 2; probes > budget {
+		t.Errorf("%d probes into the dead group against %d data packets on its plane: want at most %d (one per %d)",
+			probes, data0, budget, condemnedProbeData)
+	}
+	// The link comes back: the group is probed back within the data's pace.
+	h.Filter = nil
+	tB := h.now
+	back := h.run(h.now+20*Millisecond, func() bool {
+		for _, e := range h.snap(0).EVs {
+			if dead(e.EV) && e.State != EVGood {
+				return false
+			}
+		}
+		return true
+	})
+	if !back {
+		t.Errorf("the group's EVs not GOOD 20 ms after the link came back")
+	}
+	t.Logf("group GOOD %d ns after the link came back", h.now-tB)
+}

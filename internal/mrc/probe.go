@@ -114,13 +114,14 @@ func (q *qp) probeBad(now Time, emit func(wire.Plane, []byte)) {
 			x.nextProbe = now + iv
 			g := &q.grps[x.grp]
 			condemned := g.dead || g.held
-			if !x.probeOut && q.planeOK(x.plane) && (!condemned || g.probeAt <= now) {
+			if !x.probeOut && q.planeOK(x.plane) && (!condemned || g.probeAt <= now && (g.held || q.groupProbeRoom(g, now, iv))) {
 				if pr := q.allocProbe(); pr != nil {
 					pr.ev = int32(i)
 					if q.sendProbe(x.ev, pr, emit) {
 						x.probeOut = true
 						x.c.Probes++
 						if condemned {
+							g.probeSentAt, g.probeData = now, q.planeSent[g.plane]
 							g.probeAt = now + q.groupProbeGap(g, iv)
 							if g.held {
 								// Sparse probes can wait longer for their answer:
@@ -227,6 +228,49 @@ func (q *qp) groupProbeGap(g *evGroup, iv Time) Time {
 		gap *= 2
 	}
 	return min(gap, maxGroupProbeGap*iv)
+}
+
+// groupProbeRoom reports whether a condemned group's next probe may go
+// now, as far as the QP's own data is concerned. Once the group has missed
+// condemnedGateMisses probes (a lasting failure, not a flap or a spurious
+// condemnation) and other paths of its plane still deliver (a clean group
+// of it has had a packet sent after this one was condemned acknowledged),
+// the probe waits for condemnedProbeData data packets of this QP on the
+// plane since the last one, or maxCondemnedWait probe intervals.
+// Otherwise, and whenever the QP has nothing in flight and nothing queued,
+// the interval gap alone spaces it, as before. (Nothing in flight alone is
+// not idle: a QP whose ports pace it below its RTT has each packet
+// acknowledged before the next leaves.) A held group
+// (flap damping) keeps its own sparse gap (heldProbeGap) and is not asked.
+//
+// Why: groupProbeGap counts probe intervals (srtt), so the probes' rate
+// follows the RTT and not the link. On a testbed with 10 Mbit/s NIC–T0
+// links and an RTT of ~80 µs, one hung T1 of three on a plane had the
+// group probed 1 583 times a second, a fifth of the plane's uplink; the
+// plane, which kept its share of the rotation slots, carried 0.83 of the
+// other planes' data and the flow 0.93 of its rate (docs/engine.md). Tied
+// to the data, the probes take at most about one packet in
+// condemnedProbeData of what the QP sends on the plane (a probe is a
+// tenth of a data frame), whatever the link's rate, and where the data
+// runs fast against the RTT (a fabric at line rate) the interval gap still
+// binds. Why not from the first probe: in mrc-lab S3 the flapping NIC
+// links of two planes also carry the SACKs of the healthy planes, whose
+// groups then fail on lost acknowledgements and come back on their first
+// answered probes; gated by data from the start, a healthy plane stayed
+// out for seconds and S3 failed 5 runs of 8 (0.35–0.51 of the full rate
+// against 0.5 ± 0.05).
+func (q *qp) groupProbeRoom(g *evGroup, now, iv Time) bool {
+	idle := q.sndUna == q.sndNxt && q.segMsg >= q.msgTail // no data to compete with
+	if idle || g.probeMiss < condemnedGateMisses || q.planeSent[g.plane]-g.probeData >= condemnedProbeData ||
+		now-g.probeSentAt >= maxCondemnedWait*iv {
+		return true
+	}
+	for i := range q.grps {
+		if o := &q.grps[i]; o != g && o.plane == g.plane && !o.dead && !o.held && o.lastAckSent > g.deadAt {
+			return false // the plane's other paths deliver: wait for more of its data
+		}
+	}
+	return true
 }
 
 // revFresh is how long a reverse-EV validation counts as recent.

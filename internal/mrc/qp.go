@@ -28,8 +28,11 @@ const (
 	minReorder          = 4 * Microsecond
 	maxProbes           = 64
 	revPerPlane         = 2
-	groupFails          = 2 // failures after the group's last ACK that condemn the group
-	maxGroupProbeGap    = 8 // probe intervals between probes of a condemned group, at most (groupProbeGap)
+	groupFails          = 2   // failures after the group's last ACK that condemn the group
+	maxGroupProbeGap    = 8   // probe intervals between probes of a condemned group, at most (groupProbeGap)
+	condemnedProbeData  = 16  // data packets the QP sends on a condemned group's plane between its probes (groupProbeRoom)
+	maxCondemnedWait    = 256 // probe intervals a condemned group's probe waits for them, at most
+	condemnedGateMisses = 16  // probes a condemned group misses before its probes wait for data
 
 	// A reverse EV validated (answered probe, or a SACK for our own data
 	// sent on it) within revFreshRTTs smoothed RTTs, and at least
@@ -173,6 +176,12 @@ type evGroup struct {
 	deadAt    Time
 	probeAt   Time
 	probeMiss int
+	// probeSentAt and probeData are the time of the group's latest probe
+	// as a condemned group and the QP's data packets on its plane then
+	// (planeSent): the next waits for condemnedProbeData more
+	// (groupProbeRoom).
+	probeSentAt Time
+	probeData   uint64
 
 	// Flap damping of the path (damp.go, pathAnswered): lost counts the
 	// group's probes lost since it was condemned, okSent is the send time
@@ -323,6 +332,7 @@ type qp struct {
 	probes       [maxProbes]probeRec
 	probeSeq     uint16
 	nProbes      int
+	planeSent    [wire.MaxPlanes]uint64 // data packets sent on each plane (groupProbeRoom)
 
 	rx    rxState
 	stats QPCounters

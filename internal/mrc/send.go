@@ -245,6 +245,7 @@ func (q *qp) sendOne(now Time, emit func(wire.Plane, []byte)) bool {
 	pk.flags |= pktInFlight | pktSent
 	q.peer.cc.sent(now, n, q.srtt)
 	x.c.Sent++
+	q.planeSent[x.plane]++
 	q.stats.TxData++
 	q.stats.TxBytes += uint64(n)
 	q.lastSend = now
