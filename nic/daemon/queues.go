@@ -5,7 +5,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/softmrc/softmrc/nic/xsk"
+	"github.com/softmrc/softmrc/internal/ethtool"
 )
 
 // queueGap says what is wrong when an interface with rxQueues receive
@@ -37,10 +37,10 @@ func (d *Daemon) warnQueueGaps() {
 // unknown). Not netlink's count, which is what the device allocated: every
 // testbed host link (a veth made without numrxqueues) allocates one per
 // CPU and uses one, and mrc-nicd warned, wrongly, that frames on the
-// second were lost (xsk.RxQueues). netlink's count stands in only for a
+// second were lost (ethtool.RxQueues). netlink's count stands in only for a
 // driver that does not report its channels.
 func rxQueues(ifname string) int {
-	if n, err := xsk.RxQueues(ifname); err == nil && n > 0 {
+	if n, err := ethtool.RxQueues(ifname); err == nil && n > 0 {
 		return n
 	}
 	l, err := netlink.LinkByName(ifname)

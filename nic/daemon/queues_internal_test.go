@@ -1,10 +1,7 @@
 package daemon
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -41,18 +38,7 @@ func TestRxQueuesOfVeths(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: not root (needs netns and veth)")
 	}
-	var r [3]byte
-	rand.Read(r[:])
-	id := hex.EncodeToString(r[:])
-	ns := "dq" + id
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ns, _, ip := scratchNetns(t, "dq")
 	ip("-n", ns, "link", "add", "dflt0", "type", "veth", "peer", "name", "dflt1")
 	ip("-n", ns, "link", "add", "three0", "numtxqueues", "3", "numrxqueues", "3", "type", "veth", "peer", "name", "three1", "numtxqueues", "3", "numrxqueues", "3")
 	got := map[string]int{}

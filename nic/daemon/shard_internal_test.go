@@ -2,15 +2,11 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,18 +34,7 @@ func TestThreadsInProcess(t *testing.T) {
 	} else {
 		unix.Close(fd)
 	}
-	var r [3]byte
-	rand.Read(r[:])
-	id := hex.EncodeToString(r[:])
-	ns := "dt" + id
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ns, id, ip := scratchNetns(t, "dt")
 	a, b := "dt"+id+"a", "dt"+id+"b"
 	ip("-n", ns, "link", "add", a, "numtxqueues", "2", "numrxqueues", "2", "type", "veth", "peer", "name", b, "numtxqueues", "2", "numrxqueues", "2")
 	ip("-n", ns, "link", "set", a, "up")

@@ -14,6 +14,7 @@ import (
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/topo"
 
+	"github.com/softmrc/softmrc/internal/ethtool"
 	"github.com/softmrc/softmrc/internal/wire"
 )
 
@@ -85,10 +86,18 @@ func Apply(p *plan.Plan) error {
 				}
 				for _, e := range []plan.End{l.A, l.B} {
 					if e.NS == ns {
-						if err := SetGRO(e.Ifname, true); err != nil {
+						// GRO on at every veth end: one that receives XDP
+						// redirects without running an XDP program itself
+						// drops them silently without GRO (SRV6-XDP-FACTS §3).
+						if err := ethtool.SetGRO(e.Ifname, true); err != nil {
 							return err
 						}
-						if err := SetTxOffloads(e.Ifname, false); err != nil {
+						// TX checksum offload, TSO and GSO off: an XDP
+						// redirect drops the skb's CHECKSUM_PARTIAL state, so
+						// a kernel-sent UDP/TCP packet would reach the far
+						// host with an unfinished checksum (and a GSO
+						// super-packet would exceed the MTU).
+						if err := ethtool.SetTxOffloads(e.Ifname, false); err != nil {
 							return err
 						}
 					}

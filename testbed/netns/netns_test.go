@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/softmrc/softmrc/internal/ethtool"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/topo"
 )
@@ -121,7 +122,7 @@ func TestApplyPair(t *testing.T) {
 				continue
 			}
 			Do(e.NS, func() error {
-				on, err := GRO(e.Ifname)
+				on, err := ethtool.GRO(e.Ifname)
 				if err != nil || !on {
 					t.Errorf("%s/%s: GRO %v %v, want on", e.NS, e.Ifname, on, err)
 				}
