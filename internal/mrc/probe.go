@@ -248,7 +248,7 @@ func (q *qp) groupProbeGap(g *evGroup, iv Time) Time {
 // links and an RTT of ~80 µs, one hung T1 of three on a plane had the
 // group probed 1 583 times a second, a fifth of the plane's uplink; the
 // plane, which kept its share of the rotation slots, carried 0.83 of the
-// other planes' data and the flow 0.93 of its rate (docs/engine.md). Tied
+// other planes' data and the flow 0.93 of its rate (mrc-lab S13, docs/engine.md). Tied
 // to the data, the probes take at most about one packet in
 // condemnedProbeData of what the QP sends on the plane (a probe is a
 // tenth of a data frame), whatever the link's rate, and where the data
