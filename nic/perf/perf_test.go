@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"regexp"
@@ -583,25 +584,170 @@ func TestWriteBWCQMod(t *testing.T) {
 func TestPeakRate(t *testing.T) {
 	ms := int64(time.Millisecond)
 	for _, c := range []struct {
-		name   string
-		stamps []stamp
-		w      uint64
-		want   float64 // messages per second (size 1)
+		name         string
+		posts, comps []stamp
+		want         float64 // messages per second (size 1)
 	}{
-		{"none", nil, 4, 0},
-		{"one", []stamp{{0, 1}}, 4, 0},
-		// Moderated: 10 messages per completion, 1 ms apart, one gap.
-		{"moderated", []stamp{{0, 10}, {ms, 20}, {2 * ms, 30}, {10 * ms, 40}, {11 * ms, 50}}, 20, 10000},
-		// The window is wider than one completion's step: the best span
-		// that completes at least w.
-		{"uneven", []stamp{{0, 1}, {ms, 2}, {2 * ms, 12}, {3 * ms, 13}}, 10, 10000},
-		// A run shorter than the window: its whole span.
-		{"short run", []stamp{{0, 1}, {2 * ms, 5}}, 128, 2000},
+		{"none", nil, nil, 0},
+		{"no completion", []stamp{{0, 0}}, nil, 0},
+		{"completion before any post", []stamp{{ms, 0}}, []stamp{{ms, 1}}, 0},
+		// One message, posted at 0, complete at 2 ms.
+		{"one", []stamp{{0, 0}}, []stamp{{2 * ms, 1}}, 500},
+		// Moderated: 10 messages a completion; the span from the post at
+		// 2 ms (20 before it) to the completion at 3 ms (40) is the best.
+		{"moderated", []stamp{{0, 0}, {ms, 10}, {2 * ms, 20}},
+			[]stamp{{2 * ms, 10}, {3 * ms, 40}, {20 * ms, 50}}, 20000},
+		// A post at the same time as a completion is not inside its span.
+		{"same time", []stamp{{0, 0}, {ms, 5}}, []stamp{{ms, 5}, {3 * ms, 6}}, 5000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := peakRate(c.stamps, c.w, 1); math.Abs(got-c.want) > 1e-6*c.want+1e-9 {
+			if got := peakRate(c.posts, c.comps, 1); math.Abs(got-c.want) > 1e-6*c.want+1e-9 {
 				t.Errorf("peakRate = %g, want %g", got, c.want)
 			}
 		})
 	}
+}
+
+// TestPeakRateBunchedCompletions is the case the peak once got wrong:
+// three QPs, 16 writes in flight each, share a path that carries one
+// message a millisecond; one of QP 0's messages is lost and its
+// retransmission lands 40 ms later, so QP 0's later messages, already
+// across, complete at once while the other two QPs had the path to
+// themselves. The peak used to be the best rate over any 48 (tx-depth ×
+// QPs) completions: that window ending at the bunch read 1.37 times what
+// the path carries. perftest's spans from a post to a completion
+// cannot read more than the path carried.
+func TestPeakRateBunchedCompletions(t *testing.T) {
+	const qps, depth, slots = 3, 16, 600
+	ms := int64(time.Millisecond)
+	type msg struct {
+		qp    int
+		doneT int64
+	}
+	var (
+		queued    [qps]int // posted, not yet across
+		inflight  [qps][]int64
+		posted    uint64
+		posts     []stamp
+		doneEvs   []int64 // completion times, every message
+		lostAt    = int64(-1)
+		sentOfQP0 int
+		rr        int
+	)
+	post := func(now int64, q, n int) {
+		if n > 0 {
+			posts = append(posts, stamp{now, posted})
+			posted += uint64(n)
+			queued[q] += n
+		}
+	}
+	for q := range qps {
+		post(0, q, depth)
+	}
+	for slot := range int64(slots) {
+		now := slot * ms
+		// Completions due by now free room; each QP refills at once.
+		for q := range qps {
+			n := 0
+			for len(inflight[q]) > 0 && inflight[q][0] <= now {
+				inflight[q] = inflight[q][1:]
+				n++
+			}
+			post(now, q, n)
+		}
+		// The path carries one queued message this slot, round robin.
+		for k := range qps {
+			q := (rr + k) % qps
+			if queued[q] == 0 {
+				continue
+			}
+			rr = q + 1
+			queued[q]--
+			done := now + ms + ms/10
+			if q == 0 {
+				sentOfQP0++
+				if sentOfQP0 == 40 {
+					lostAt = now
+					done = now + 40*ms
+				} else if lostAt >= 0 {
+					done = max(done, lostAt+40*ms)
+				}
+			}
+			inflight[q] = append(inflight[q], done)
+			doneEvs = append(doneEvs, done)
+			break
+		}
+	}
+	slices.Sort(doneEvs)
+	var comps []stamp
+	for i, d := range doneEvs {
+		if i+1 < len(doneEvs) && doneEvs[i+1] == d {
+			continue
+		}
+		comps = append(comps, stamp{d, uint64(i + 1)})
+	}
+	const rate = 1000.0 // messages a second
+	if old := completionWindowPeak(comps, qps*depth); old < 1.2*rate {
+		t.Fatalf("the scenario does not bunch completions (a %d-completion window reads %.0f a second)", qps*depth, old)
+	}
+	got := peakRate(posts, comps, 1)
+	if got > rate*(1+1e-9) || got < rate*0.9 {
+		t.Errorf("peak %.1f messages a second, the path carries %.0f", got, rate)
+	}
+	if want := peakBrute(posts, comps); math.Abs(got-want) > 1e-9*want {
+		t.Errorf("peak %g, every pair's best %g", got, want)
+	}
+}
+
+// completionWindowPeak is the measure the tool used before: the best rate
+// over any span of completions that completed at least w messages.
+func completionWindowPeak(comps []stamp, w uint64) float64 {
+	var best float64
+	for i := range comps {
+		for j := i + 1; j < len(comps); j++ {
+			if n := comps[j].done - comps[i].done; n >= w {
+				best = max(best, float64(n)/float64(comps[j].t-comps[i].t)*1e9)
+				break
+			}
+		}
+	}
+	return best
+}
+
+// TestPeakRateMatchesEveryPair checks the iteration against the best over
+// every post-completion pair on random runs.
+func TestPeakRateMatchesEveryPair(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for k := range 300 {
+		var posts, comps []stamp
+		var tp, tc int64
+		var posted, done uint64
+		for range 1 + rng.IntN(40) {
+			tp += rng.Int64N(1000)
+			posts = append(posts, stamp{tp, posted})
+			posted += 1 + uint64(rng.IntN(8))
+		}
+		for done < posted {
+			tc += 1 + rng.Int64N(3000)
+			done = min(posted, done+1+uint64(rng.IntN(16)))
+			comps = append(comps, stamp{tc, done})
+		}
+		got, want := peakRate(posts, comps, 3), peakBrute(posts, comps)*3
+		if math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("run %d: peakRate %g, every pair's best %g\nposts %v\ncomps %v", k, got, want, posts, comps)
+		}
+	}
+}
+
+// peakBrute is perftest's loop: every post against every later completion.
+func peakBrute(posts, comps []stamp) float64 {
+	var best float64
+	for _, p := range posts {
+		for _, c := range comps {
+			if c.t > p.t && c.done > p.done {
+				best = max(best, float64(c.done-p.done)/float64(c.t-p.t)*1e9)
+			}
+		}
+	}
+	return best
 }

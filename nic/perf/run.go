@@ -449,7 +449,7 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	iters := uint64(p.Iters)
 	dur := p.dur()
 	var wrs []verbs.SendWR
-	var stamps []stamp
+	var posts, stamps []stamp
 	start := time.Now()
 	end := start.Add(dur)
 	last := start
@@ -461,6 +461,11 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 	var posted uint64 // over every QP
 	var doneAll uint64
 	for {
+		passBefore := posted
+		var passAt int64
+		if dur == 0 {
+			passAt = int64(time.Since(start))
+		}
 		stopPosting := ctx.Err() != nil || (dur > 0 && time.Now().After(end))
 		budget := uint64(math.MaxUint64)
 		if perMsg > 0 {
@@ -534,6 +539,9 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 				busy = true
 			}
 		}
+		if dur == 0 && posted > passBefore {
+			posts = append(posts, stamp{passAt, passBefore})
+		}
 		if !busy && (dur == 0 || stopPosting) {
 			break
 		}
@@ -575,7 +583,7 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 				q.done = d
 			}
 			if dur == 0 {
-				stamps = append(stamps, stamp{now.UnixNano(), doneAll})
+				stamps = append(stamps, stamp{int64(now.Sub(start)), doneAll})
 			}
 			last = now
 		}
@@ -591,41 +599,68 @@ func (s *session) sendBW(ctx context.Context, size int) (sendStat, error) {
 		total += q.done
 	}
 	st.Bytes = float64(total) * float64(size)
-	st.PeakBps = peakRate(stamps, uint64(p.TxDepth*p.QPs), size)
+	st.PeakBps = peakRate(posts, stamps, size)
 	return st, nil
 }
 
-// stamp is when a completion arrived and how many messages were complete
-// then (one completion can stand for many under CQ moderation).
+// stamp is a time and a count of messages (over every QP): for a
+// completion, how many were complete then (one completion can stand for
+// many under CQ moderation); for a post, how many had been posted before
+// it.
 type stamp struct {
-	t    int64 // Unix ns
+	t    int64 // ns since the round's start (monotonic)
 	done uint64
 }
 
-// peakRate is the best rate in bytes per second over any span of stamps
-// that completed at least w messages (perftest measures the best
-// per-message time; with a shared, moderated CQ a window of tx-depth × QPs
-// messages is the closest equivalent). 0 when no span completes that many.
-func peakRate(stamps []stamp, w uint64, size int) float64 {
-	if len(stamps) < 2 {
-		return 0
-	}
-	// A run shorter than the window: its whole span.
-	w = max(1, min(w, stamps[len(stamps)-1].done-stamps[0].done))
-	var best float64
-	j := 0
-	for i := range stamps {
-		for j < len(stamps) && stamps[j].done-stamps[i].done < w {
-			j++
+// peakRate is perftest's BW peak in bytes per second: the best rate over
+// any span from a post to a completion, (messages completed by the
+// completion − messages posted before the post) / (completion's time −
+// post's time). At least that many messages were posted at or after the
+// post and complete by the completion, so they all crossed the wire inside
+// the span: the peak is a rate the path carried, never more. (A span from
+// completion to completion is not: after a retransmission fills a hole, a
+// QP's later messages, long since received, complete at once.) posts and
+// comps are in time order; 0 when no span has a message in it.
+//
+// The best ratio over every pair is found by Dinkelbach's iteration: for
+// a trial rate r, the pair maximising count − r × duration (one pass, the
+// posts' running minimum of before − r × t) gives the next r; r stops
+// growing at the best ratio, in a handful of passes.
+func peakRate(posts, comps []stamp, size int) float64 {
+	best := func(r float64) (uint64, int64) {
+		var n uint64
+		var dt int64
+		val := math.Inf(-1)
+		minV, minAt := math.Inf(1), -1
+		i := 0
+		for _, c := range comps {
+			for ; i < len(posts) && posts[i].t < c.t; i++ {
+				if v := float64(posts[i].done) - r*float64(posts[i].t); v < minV {
+					minV, minAt = v, i
+				}
+			}
+			if minAt < 0 || c.done <= posts[minAt].done {
+				continue
+			}
+			if v := float64(c.done) - r*float64(c.t) - minV; v > val {
+				val, n, dt = v, c.done-posts[minAt].done, c.t-posts[minAt].t
+			}
 		}
-		if j == len(stamps) {
+		return n, dt
+	}
+	var r float64 // messages per ns
+	for range 64 {
+		n, dt := best(r)
+		if n == 0 {
 			break
 		}
-		if dt := stamps[j].t - stamps[i].t; dt > 0 {
-			best = max(best, float64(stamps[j].done-stamps[i].done)*float64(size)/(float64(dt)/1e9))
+		next := float64(n) / float64(dt)
+		if next <= r*(1+1e-12) {
+			break
 		}
+		r = next
 	}
-	return best
+	return r * 1e9 * float64(size)
 }
 
 func (s *session) bwRow(size int, st sendStat, peer *sendStat) BWResult {
@@ -653,8 +688,8 @@ func (s *session) bwRow(size int, st sendStat, peer *sendStat) BWResult {
 		msgRate += float64(pi) / peer.Seconds / 1e6
 		peak += peer.PeakBps
 	}
-	// A window can be slower than the whole run when it is most of it;
-	// the peak is never below the average.
+	// The average's span starts before the first post (and sums both
+	// sides under -b, as the peak does): the peak is never below it.
 	peak = max(peak, avg)
 	r.Iterations = uint64(p.Iters)
 	if p.Duration > 0 {
