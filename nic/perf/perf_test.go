@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/hostmap"
 	"github.com/softmrc/softmrc/internal/lockedbuf"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/verbs"
@@ -36,6 +37,12 @@ func runPair(t *testing.T, kind Kind, planes int, args ...string) (string, strin
 // counters afterwards).
 func runPairOn(t *testing.T, pr *daemontest.Pair, kind Kind, args ...string) (string, string, error) {
 	t.Helper()
+	return runPairAt(t, pr, kind, "127.0.0.1", args...)
+}
+
+// runPairAt is runPairOn with the client naming the server as server.
+func runPairAt(t *testing.T, pr *daemontest.Pair, kind Kind, server string, args ...string) (string, string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sp, err := Parse(kind, append([]string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, args...), &syncBuf{})
@@ -54,7 +61,7 @@ func runPairOn(t *testing.T, pr *daemontest.Pair, kind Kind, args ...string) (st
 		t.Fatalf("server: %v\n%s", err, sout.String())
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	cp, err := Parse(kind, append([]string{"-d", pr.Sock[0], "-p", port, "127.0.0.1"}, args...), &syncBuf{})
+	cp, err := Parse(kind, append([]string{"-d", pr.Sock[0], "-p", port, server}, args...), &syncBuf{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +96,32 @@ func TestWriteBWVerifyAllSizes(t *testing.T) {
 	}
 	if !strings.Contains(out, "RDMA_Write BW Test") || !strings.Contains(out, " local address: LID 0000 QPN 0x") {
 		t.Fatalf("banner missing:\n%s", out)
+	}
+}
+
+// TestServerByTestbedName: in a testbed host (mrc-testbed exec sets
+// MRC_HOSTS) the client names the server's host; a name neither the map
+// nor the resolver knows fails at once and lists the map's names, where it
+// used to retry a failing lookup for 5 s and suggest the server was down.
+func TestServerByTestbedName(t *testing.T) {
+	t.Setenv(hostmap.Env, "h0=127.0.0.2,h3=127.0.0.1")
+	pr := daemontest.Start(t, 1)
+	out, errOut, err := runPairAt(t, pr, BW, "h3", "-s", "4096", "-n", "20")
+	if err != nil || len(bwRow.FindAllString(out, -1)) != 1 {
+		t.Fatalf("client naming h3: %v\n%s\n%s", err, out, errOut)
+	}
+	// "h..9" is not a domain name: the resolver refuses it without a query.
+	cp, err := Parse(BW, []string{"-d", pr.Sock[0], "-p", "1", "h..9"}, &syncBuf{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = Run(context.Background(), cp, &syncBuf{}, &syncBuf{})
+	if err == nil || !strings.Contains(err.Error(), `"h..9" is not one of this testbed's hosts, h0 h3`) {
+		t.Fatalf("unknown name: %v", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("an unknown name took %v to fail: it was retried", d)
 	}
 }
 

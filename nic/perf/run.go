@@ -9,11 +9,13 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/hostmap"
 	"github.com/softmrc/softmrc/nic/verbs"
 )
 
@@ -183,7 +185,10 @@ func (s *session) connectOOB(ctx context.Context) (net.Conn, error) {
 		}
 		return c, nil
 	}
-	addr := net.JoinHostPort(p.Server, strconv.Itoa(p.Port))
+	addr, err := hostmap.Resolve(os.Getenv(hostmap.Env), net.JoinHostPort(p.Server, strconv.Itoa(p.Port)))
+	if err != nil {
+		return nil, err
+	}
 	var d net.Dialer
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -191,11 +196,25 @@ func (s *session) connectOOB(ctx context.Context) (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
+		if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) {
+			// A name that will not resolve does not start to by retrying.
+			return nil, fmt.Errorf("connect to the server at %s: %w (%s)", addr, err, unknownHostHint(p.Server))
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, fmt.Errorf("connect to the server at %s: %w (is the server side running?)", addr, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// unknownHostHint says what to give instead of a name the resolver did not
+// know: in a testbed host (mrc-testbed exec) the hosts it names, elsewhere
+// an address.
+func unknownHostHint(name string) string {
+	if names := hostmap.Names(os.Getenv(hostmap.Env)); len(names) > 0 {
+		return fmt.Sprintf("%q is not one of this testbed's hosts, %s", name, strings.Join(names, " "))
+	}
+	return "give the server's address, or run the client with mrc-testbed exec HOST -- to name testbed hosts"
 }
 
 func (s *session) handshake() error {

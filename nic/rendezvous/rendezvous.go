@@ -13,8 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
+
+	"github.com/softmrc/softmrc/internal/hostmap"
 )
 
 // DefaultPort is the rendezvous port when the address names none.
@@ -26,7 +29,8 @@ const proto = "MRCRDV 1"
 type Config struct {
 	Rank, Size int
 	// Addr is rank 0's address, host or host:port (DefaultPort when
-	// absent). Rank 0 listens on that port on every address.
+	// absent); a host named in MRC_HOSTS (hostmap) is its address there.
+	// Rank 0 listens on that port on every address.
 	Addr string
 	// Timeout bounds every wait: joining, and each AllGather (default 60 s).
 	Timeout time.Duration
@@ -83,7 +87,10 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	if cfg.Addr == "" {
 		return nil, errors.New("rendezvous: no address of rank 0 (give --rendezvous HOST or MRC_RENDEZVOUS)")
 	}
-	addr := HostPort(cfg.Addr)
+	addr, err := hostmap.Resolve(os.Getenv(hostmap.Env), HostPort(cfg.Addr))
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: %w", err)
+	}
 	if cfg.Rank == 0 {
 		return g, g.accept(ctx, addr)
 	}

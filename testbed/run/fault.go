@@ -341,7 +341,7 @@ func Exec(ctx context.Context, dir, node string, argv []string, stdin *os.File, 
 		ns = p.Mgmt.NS
 	case p.Host(node) != nil:
 		ns = p.Host(node).NS
-		env = HostEnv(p.Host(node))
+		env = HostEnv(p, p.Host(node))
 	case p.Switch(node) != nil:
 		ns = p.Switch(node).NS
 	default:

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/hostmap"
 	"github.com/softmrc/softmrc/testbed/netns"
 	"github.com/softmrc/softmrc/testbed/plan"
 )
@@ -54,20 +56,26 @@ func GroupHosts(p *plan.Plan, group string) ([]*plan.Host, error) {
 // GroupEnv is the environment member i of hosts runs with: its rank, the
 // group size, rank 0's management address (the rendezvous of the
 // collective tools) and HostEnv.
-func GroupEnv(hosts []*plan.Host, i int) []string {
+func GroupEnv(p *plan.Plan, hosts []*plan.Host, i int) []string {
 	return append([]string{
 		"MRC_RANK=" + strconv.Itoa(i),
 		"MRC_NRANKS=" + strconv.Itoa(len(hosts)),
 		"MRC_RENDEZVOUS=" + hosts[0].MgmtAddr.Addr().String(),
-	}, HostEnv(hosts[i])...)
+	}, HostEnv(p, hosts[i])...)
 }
 
 // HostEnv is what a command run in host h gets (alone or in a group): its
 // NIC's device socket, which every verbs tool reads when -d is not given,
-// and the host's name. They override the caller's: a device socket of the
-// machine outside (or of another host) is never the right one here.
-func HostEnv(h *plan.Host) []string {
-	return []string{"MRC_DEVICE=" + NICSocket(h), "MRC_HOST=" + h.Name}
+// the host's name, and every host's management address by name (hostmap:
+// `mrc-write-bw h3` dials h3's). They override the caller's: a device
+// socket of the machine outside (or of another host) is never the right
+// one here.
+func HostEnv(p *plan.Plan, h *plan.Host) []string {
+	names := make(map[string]netip.Addr, len(p.Hosts))
+	for i := range p.Hosts {
+		names[p.Hosts[i].Name] = p.Hosts[i].MgmtAddr.Addr()
+	}
+	return []string{"MRC_DEVICE=" + NICSocket(h), "MRC_HOST=" + h.Name, hostmap.Env + "=" + hostmap.Format(names)}
 }
 
 // ExecGroup runs argv in every host of group at once, member i with
@@ -95,7 +103,7 @@ func ExecGroup(ctx context.Context, dir, group string, argv []string, stdout, st
 	var wg sync.WaitGroup
 	for i, h := range hosts {
 		cmd := stoppable(gctx, argv)
-		cmd.Env = append(os.Environ(), GroupEnv(hosts, i)...)
+		cmd.Env = append(os.Environ(), GroupEnv(p, hosts, i)...)
 		ow := &prefixWriter{mu: &outMu, w: stdout, prefix: h.Name + ": "}
 		ew := &prefixWriter{mu: &outMu, w: stderr, prefix: h.Name + ": "}
 		cmd.Stdout, cmd.Stderr = ow, ew

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -631,11 +632,18 @@ func TestNICHookExecMgmt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Exec(context.Background(), dir, "h2", []string{"sh", "-c", "echo dev=$MRC_DEVICE host=$MRC_HOST"}, nil, envOut, envOut); err != nil {
+	if err := Exec(context.Background(), dir, "h2", []string{"sh", "-c", "echo dev=$MRC_DEVICE host=$MRC_HOST hosts=$MRC_HOSTS"}, nil, envOut, envOut); err != nil {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(envOut.Name())
-	if want := fmt.Sprintf("dev=%s host=h2\n", NICSocket(&p.Hosts[2])); string(b) != want {
+	// Every host's management address by name: `mrc-write-bw h0` in h2
+	// dials h0's (hostmap).
+	var hosts []string
+	for _, h := range p.Hosts {
+		hosts = append(hosts, h.Name+"="+h.MgmtAddr.Addr().String())
+	}
+	slices.Sort(hosts)
+	if want := fmt.Sprintf("dev=%s host=h2 hosts=%s\n", NICSocket(&p.Hosts[2]), strings.Join(hosts, ",")); string(b) != want {
 		t.Errorf("exec h2 environment: %q, want %q", b, want)
 	}
 	if err := Exec(context.Background(), dir, "nope", []string{"true"}, nil, out, out); err == nil {
