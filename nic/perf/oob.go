@@ -14,7 +14,9 @@ import (
 
 // protoVersion is exchanged first, like perftest's version string.
 // Version 2: the key carries the QP's MTU, window and WriteImm cap.
-const protoVersion = "MRCPERF 2"
+// Version 3: a round's DONE is an object with the client's own BW
+// measurement (the server prints the table too, as perftest's does).
+const protoVersion = "MRCPERF 3"
 
 // oobTimeout bounds every out-of-band read: a peer that vanishes fails the
 // test rather than hanging it.
@@ -67,10 +69,17 @@ func (o *oob) recvJSONWithin(tag string, v any, d time.Duration) error {
 	return parseJSONLine(line, tag, v)
 }
 
-// recvRoundEnd reads the client's end of a round: DONE with its
-// iterations into done, or ABORT (the client failed during the round, not
-// only between rounds), whose reason it returns with aborted set.
-func (o *oob) recvRoundEnd(done *[]uint64, d time.Duration) (why string, aborted bool, err error) {
+// roundEnd is the client's DONE: what it completed per QP and, in a BW
+// round, its own measurement.
+type roundEnd struct {
+	Iters []uint64  `json:"iters"`
+	Send  *sendStat `json:"send,omitempty"`
+}
+
+// recvRoundEnd reads the client's end of a round: DONE into done, or
+// ABORT (the client failed during the round, not only between rounds),
+// whose reason it returns with aborted set.
+func (o *oob) recvRoundEnd(done *roundEnd, d time.Duration) (why string, aborted bool, err error) {
 	line, err := o.recvWithin(d)
 	if err != nil {
 		return "", false, err

@@ -43,6 +43,13 @@ func runPairOn(t *testing.T, pr *daemontest.Pair, kind Kind, args ...string) (st
 // runPairAt is runPairOn with the client naming the server as server.
 func runPairAt(t *testing.T, pr *daemontest.Pair, kind Kind, server string, args ...string) (string, string, error) {
 	t.Helper()
+	cout, cerr, _, err := runPairServerOut(t, pr, kind, server, args...)
+	return cout, cerr, err
+}
+
+// runPairServerOut is runPairAt that also returns what the server printed.
+func runPairServerOut(t *testing.T, pr *daemontest.Pair, kind Kind, server string, args ...string) (string, string, string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sp, err := Parse(kind, append([]string{"-d", pr.Sock[1], "--bind", "127.0.0.1", "-p", "0"}, args...), &syncBuf{})
@@ -70,7 +77,7 @@ func runPairAt(t *testing.T, pr *daemontest.Pair, kind Kind, server string, args
 	if e := <-serr; e != nil && err == nil {
 		t.Errorf("server: %v\n%s", e, sout.String())
 	}
-	return cout.String(), cerr.String(), err
+	return cout.String(), cerr.String(), sout.String(), err
 }
 
 var bwRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
@@ -122,6 +129,41 @@ func TestServerByTestbedName(t *testing.T) {
 	}
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("an unknown name took %v to fail: it was retried", d)
+	}
+}
+
+// TestServerPrintsTable: the BW server prints the table as perftest's
+// does: under -b every round's row of both directions, the client's row;
+// one way, the client's report of the last size at the end. It printed
+// the banner only.
+func TestServerPrintsTable(t *testing.T) {
+	pr := daemontest.Start(t, 1)
+	for _, c := range []struct {
+		name string
+		args []string
+		rows int // the server's
+	}{
+		{"bidirectional", []string{"-b", "-a", "-n", "20", "-t", "8"}, 23},
+		{"one way", []string{"-s", "1000", "-n", "30", "-q", "2"}, 1},
+		{"one way, every size", []string{"-a", "-n", "10", "-t", "8"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cout, cerr, sout, err := runPairServerOut(t, pr, BW, "127.0.0.1", c.args...)
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, cout, cerr)
+			}
+			crows, srows := bwRow.FindAllString(cout, -1), bwRow.FindAllString(sout, -1)
+			if !strings.Contains(sout, " #bytes     #iterations    BW peak[MiB/sec]") || len(srows) != c.rows {
+				t.Fatalf("server printed %d rows, want %d:\n%s", len(srows), c.rows, sout)
+			}
+			// The server's rows are the client's, to the printed digit.
+			if want := crows[len(crows)-c.rows:]; !slices.Equal(srows, want) {
+				t.Errorf("server rows\n%s\nclient rows\n%s", strings.Join(srows, ""), strings.Join(want, ""))
+			}
+			if !strings.HasSuffix(sout, resultLine+"\n") {
+				t.Errorf("server output does not end with the result line:\n%s", sout)
+			}
+		})
 	}
 }
 
@@ -518,14 +560,15 @@ func TestRecvRoundEnd(t *testing.T) {
 		aborted bool
 		err     string
 	}{
-		{"DONE [5,7]", []uint64{5, 7}, "", false, ""},
+		{`DONE {"iters":[5,7]}`, []uint64{5, 7}, "", false, ""},
 		{"ABORT out-of-band receive: i/o timeout", nil, " out-of-band receive: i/o timeout", true, ""},
 		{"RESULT {}", nil, "", false, "expected DONE"},
 	} {
 		a, b := net.Pipe()
 		go func() { fmt.Fprintln(a, tc.line) }()
-		var done []uint64
-		why, aborted, err := newOOB(b).recvRoundEnd(&done, 5*time.Second)
+		var end roundEnd
+		why, aborted, err := newOOB(b).recvRoundEnd(&end, 5*time.Second)
+		done := end.Iters
 		a.Close()
 		b.Close()
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {

@@ -94,7 +94,8 @@ type session struct {
 }
 
 // Run runs the test: the server when p.Server is empty, else the client.
-// The client prints the results; both print the banner. It returns an
+// Both print the banner; the client prints the results, and the BW server
+// as perftest's does (serve). It returns an
 // error when the test could not run or --verify found wrong bytes.
 func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	s := &session{p: p, out: stdout, diag: stdout, byQPN: map[uint32]*qpCtx{}, cs: make([]verbs.Completion, 512), errw: stderr}
@@ -804,11 +805,11 @@ func (s *session) clientRound(ctx context.Context, size int) (any, uint64, error
 	if p.Kind == BW {
 		st, err := s.sendBW(ctx, size)
 		if err != nil {
-			_ = s.o.sendJSON("DONE", []uint64{})
+			_ = s.o.sendJSON("DONE", roundEnd{Iters: []uint64{}})
 			return nil, 0, err
 		}
 		done = st.Iters
-		if err := s.o.sendJSON("DONE", done); err != nil {
+		if err := s.o.sendJSON("DONE", roundEnd{Iters: done, Send: &st}); err != nil {
 			return nil, 0, err
 		}
 		var res result
@@ -840,7 +841,7 @@ func (s *session) clientRound(ctx context.Context, size int) (any, uint64, error
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := s.o.sendJSON("DONE", []uint64{r.Iterations}); err != nil {
+	if err := s.o.sendJSON("DONE", roundEnd{Iters: []uint64{r.Iterations}}); err != nil {
 		return nil, 0, err
 	}
 	var res result
@@ -965,14 +966,27 @@ func (s *session) clientAborted(why string) error {
 	return fmt.Errorf("the client ended the test after an error:%s", why)
 }
 
+// The server prints the BW table as perftest's does: under -b each
+// round's row of both directions as the client prints it, otherwise the
+// client's report of the last round at the end.
 func (s *session) serve(ctx context.Context) error {
 	p := s.p
+	if p.Kind == BW {
+		printBWHeader(s.out, p.Gbits)
+	}
+	var last *BWResult // unidirectional: the client's latest round
 	for {
 		line, err := s.o.recvWithin(24 * time.Hour)
 		if err != nil {
 			return err
 		}
 		if line == "END" {
+			if last != nil {
+				printBWRow(s.out, *last)
+			}
+			if p.Kind == BW {
+				fmt.Fprintln(s.out, resultLine)
+			}
 			_ = s.o.send("BYE")
 			return nil
 		}
@@ -1000,11 +1014,11 @@ func (s *session) serve(ctx context.Context) error {
 			}
 			res.Send = &st
 		}
-		var peerDone []uint64
+		var end roundEnd
 		// A round lasts as long as the client says (-n, -D). With --verify
 		// the client's check requests are answered meanwhile.
 		wait := s.checksWhile(p.Verify && p.Kind == BW && res.Error == "", size)
-		why, aborted, err := s.o.recvRoundEnd(&peerDone, 24*time.Hour)
+		why, aborted, err := s.o.recvRoundEnd(&end, 24*time.Hour)
 		if cerr := wait(); cerr != nil && res.Error == "" {
 			res.Error = cerr.Error()
 		}
@@ -1023,6 +1037,14 @@ func (s *session) serve(ctx context.Context) error {
 		}
 		if res.Error != "" {
 			return errors.New(res.Error)
+		}
+		switch {
+		case p.Kind != BW || end.Send == nil:
+		case p.Bidir:
+			printBWRow(s.out, s.bwRow(size, *res.Send, end.Send))
+		default:
+			r := s.bwRow(size, *end.Send, nil)
+			last = &r
 		}
 	}
 }
