@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/cliargs"
 	"github.com/softmrc/softmrc/testbed/lab"
 	"github.com/softmrc/softmrc/testbed/lab/report"
 	"github.com/softmrc/softmrc/testbed/lab/scenario"
@@ -134,16 +135,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "log the testbed's steps")
 	readme := fs.String("readme", "", "file whose reproduce:begin/end block gets the table")
 	variants := fs.String("variants", "", "comma-separated variants to run")
-	var names []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names = append(names, fs.Arg(0))
-		args = fs.Args()[1:]
+	names, err := cliargs.Parse(fs, args)
+	if err != nil {
+		return 2
 	}
 	if len(names) == 0 || *times < 1 {
 		fmt.Fprint(stderr, "mrc-lab run: name at least one scenario (FILE, NAME or all) and --times ≥ 1\n"+usage)

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/softmrc/softmrc/internal/cliargs"
 	nicconfig "github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/testbed/plan"
 	"github.com/softmrc/softmrc/testbed/run"
@@ -129,17 +130,8 @@ func (f *flags) parse(args []string) (pos, rest []string, err error) {
 			break
 		}
 	}
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			return nil, nil, err
-		}
-		args = f.fs.Args()
-		if len(args) == 0 {
-			return pos, rest, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+	pos, err = cliargs.Parse(f.fs, args)
+	return pos, rest, err
 }
 
 func (f *flags) topology(pos []string) (*topo.Topology, error) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/cliargs"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
@@ -54,18 +55,19 @@ func Register(fs *flag.FlagSet, pathNeeded bool, wait time.Duration) *Flags {
 // the flags' defaults) and checks them as Check does.
 func (f *Flags) Parse(fs *flag.FlagSet, usage string, args []string) (wire.EV, string, error) {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	ops, err := cliargs.Parse(fs, args) // `mrc-ping h3 --path 0,1`, as ping takes it
+	if err != nil {
 		return 0, "", err
 	}
-	return f.Check(fs)
+	return f.Check(fs, ops)
 }
 
-// Check validates the parsed flags and the operands of fs: it returns the
-// EV the path names and the one HOST.
-func (f *Flags) Check(fs *flag.FlagSet) (wire.EV, string, error) {
-	if fs.NArg() != 1 {
+// Check validates the parsed flags and the operands: it returns the EV
+// the path names and the one HOST.
+func (f *Flags) Check(fs *flag.FlagSet, ops []string) (wire.EV, string, error) {
+	if len(ops) != 1 {
 		fs.Usage()
-		return 0, "", errors.New("want exactly one HOST")
+		return 0, "", fmt.Errorf("want exactly one HOST, got %q", ops)
 	}
 	if f.Wait <= 0 || f.Wait > MaxWait {
 		return 0, "", fmt.Errorf("-W %v: want (0, 10s]", f.Wait)
@@ -74,7 +76,7 @@ func (f *Flags) Check(fs *flag.FlagSet) (wire.EV, string, error) {
 		return 0, "", errors.New("give --ev N or --path PLANE,T1")
 	}
 	ev, err := ParseEV(f.EV, f.Path)
-	return ev, fs.Arg(0), err
+	return ev, ops[0], err
 }
 
 // ParseEV reads --ev or --path into an EV (a --path EV has entropy 0);

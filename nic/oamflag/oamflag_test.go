@@ -41,6 +41,10 @@ func TestCheck(t *testing.T) {
 		{false, []string{"h3"}, wire.MakeEV(0, 0, 0), ""},
 		{true, []string{"h3"}, 0, "--ev N or --path"},
 		{true, []string{"--path", "1,1", "h3"}, wire.MakeEV(1, 1, 0), ""},
+		// Flags after the host, as README writes `mrc-ping h3 --path 0,1`
+		// (it failed with "want exactly one HOST").
+		{true, []string{"h3", "--path", "1,1"}, wire.MakeEV(1, 1, 0), ""},
+		{false, []string{"h3", "--ev", "0x10200003", "-W", "2s"}, 0x10200003, ""},
 		{false, []string{"-W", "11s", "h3"}, 0, "-W"},
 		{false, []string{"-W", "0s", "h3"}, 0, "-W"},
 		{false, []string{}, 0, "one HOST"},

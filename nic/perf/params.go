@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softmrc/softmrc/internal/cliargs"
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/verbs"
 )
@@ -198,17 +199,9 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 		fmt.Fprintf(stderr, "usage: %s [options]            (server)\n       %s [options] SERVER     (client)\n\n", name, name)
 		fs.PrintDefaults()
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUsage, err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, err := cliargs.Parse(fs, args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if len(pos) > 1 {
 		return nil, fmt.Errorf("%w: one server address expected, got %q", ErrUsage, pos)
