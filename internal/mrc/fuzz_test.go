@@ -34,16 +34,21 @@ import (
 // the inputs per second.
 
 const (
-	fzSlots    = 16       // WRs per side and input (= SendQueue)
-	fzSlotLen  = 8 << 10  // bytes per destination slot
-	fzSrcLen   = 64 << 10 // source region per side
-	fzDstBase  = 0x4000_0000
-	fzSrcBase  = 0x1000_0000
-	fzSrcKey   = 0x11
-	fzDstKey   = 0x22
-	fzMaxOps   = 256
-	fzSettle   = 20 * Millisecond // simulated time the lossless settle phase may take (10 RetryTimeouts)
-	fzMaxSteps = 20000            // event steps of the settle phase
+	fzSlots   = 16       // WRs per side and input (= SendQueue)
+	fzSlotLen = 8 << 10  // bytes per destination slot
+	fzSrcLen  = 64 << 10 // source region per side
+	fzDstBase = 0x4000_0000
+	fzSrcBase = 0x1000_0000
+	fzSrcKey  = 0x11
+	fzDstKey  = 0x22
+	fzMaxOps  = 256
+	fzSettle  = 20 * Millisecond // simulated time the lossless settle phase may take (10 RetryTimeouts)
+	// A RoCE requester whose responder went to ERROR (its own write drew
+	// a remote access NAK) fails only when its transport timer has fired
+	// RetryLimit+1 times (IBTA retry_cnt; RetryTimeout does not apply to
+	// RoCE), each after up to MaxRTO: seed 195 of the fuzzer needed 24.7 ms.
+	fzSettleRoCE = fzSettle + (defaultRetryLimit+1)*defaultMaxRTO
+	fzMaxSteps   = 20000 // event steps of the settle phase
 )
 
 type fzWR struct {
@@ -85,6 +90,7 @@ type fuzzPair struct {
 
 	corrupted bool
 	destroyed [2]bool
+	settleFor Time // fzSettle, or fzSettleRoCE
 	t         testing.TB
 }
 
@@ -157,6 +163,10 @@ func (f *fuzzPair) reset(t testing.TB, seed uint64) {
 	}
 	// Mostly MRC; a quarter of the seeds go-back-N, a quarter RoCE.
 	tr := [...]Transport{MRC, MRC, GoBackN, RoCE}[seed%4]
+	f.settleFor = fzSettle
+	if tr == RoCE {
+		f.settleFor = fzSettleRoCE
+	}
 	qc := QPConfig{Transport: tr, NumEVs: 8, ReservePerPlane: 1, Window: 128, SendQueue: fzSlots, MaxWImm: 4,
 		RetryTimeout: 2 * Millisecond, NoEVTimeout: Millisecond, ProbeInterval: 50 * Microsecond}
 	var info [2]QPInfo
@@ -288,8 +298,9 @@ func (f *fuzzPair) guards() error {
 }
 
 // internal checks the engines' own bookkeeping: the rotation slots agree
-// with the EVs' slot counts, the held-packet count with the flags, and
-// each destination's inflight bytes with the packets marked in flight.
+// with the EVs' slot counts, the held-packet count with the flags, the
+// probe records in use with nProbes and probeHi, and each destination's
+// inflight bytes with the packets marked in flight.
 func (f *fuzzPair) internal() error {
 	for side, e := range f.eng {
 		inflight := map[*peer]int{}
@@ -319,6 +330,18 @@ func (f *fuzzPair) internal() error {
 			}
 			if held != q.nHeld {
 				return fmt.Errorf("side %d: %d packets held, nHeld %d", side, held, q.nHeld)
+			}
+			used := 0
+			for i := range q.probes {
+				if q.probes[i].used {
+					used++
+					if i >= q.probeHi {
+						return fmt.Errorf("side %d: probe record %d in use above probeHi %d: the scans miss it", side, i, q.probeHi)
+					}
+				}
+			}
+			if used != q.nProbes {
+				return fmt.Errorf("side %d: %d probe records in use, nProbes %d", side, used, q.nProbes)
 			}
 		}
 		for _, p := range e.peers {
@@ -434,7 +457,7 @@ func (f *fuzzPair) settle() error {
 			f.eng[i].SetPortState(f.now, wire.Plane(p), true)
 		}
 	}
-	limit := f.now + fzSettle
+	limit := f.now + f.settleFor
 	pending := func() (int, error) {
 		if err := f.drain(); err != nil {
 			return 0, err
