@@ -224,3 +224,23 @@ func benchWireFloor(b *testing.B, mtu, burst int) {
 		}
 	}
 }
+
+// BenchmarkNextDeadlineProbeOut is NextDeadline of an engine with one QP
+// and one probe out, as a receiver has its reverse probe out most of the
+// time; mrc-nicd asks it every turn of its loop. The probe records in use
+// lie below probeHi (allocProbe), so this reads one record, not 64.
+func BenchmarkNextDeadlineProbeOut(b *testing.B) {
+	h := newHarness(b, hopts{seed: 1})
+	e := h.eng[1]
+	q := e.qps[h.qp[1]]
+	pr := q.allocProbe()
+	pr.used, pr.ev, pr.deadline = true, -1, e.now+Second
+	b.ResetTimer()
+	var d Time
+	for range b.N {
+		d = min(d, e.NextDeadline())
+	}
+	if d < 0 {
+		b.Fatal(d)
+	}
+}

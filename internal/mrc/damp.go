@@ -177,7 +177,7 @@ func (q *qp) pathAnswered(gi int32, pr *probeRec) {
 	lost := g.lost
 	// Probes of the group sent before pr (and after it was condemned) and
 	// not answered yet were lost: their timeouts, later, are stale.
-	for i := range q.probes {
+	for i := range q.activeProbes() {
 		o := &q.probes[i]
 		if o != pr && o.used && o.ev >= 0 && q.evs[o.ev].grp == gi && o.sentAt < pr.sentAt && o.sentAt >= g.deadAt {
 			lost++
@@ -429,7 +429,7 @@ func pathHoldBase(cfg *Config) Time { return 2 * cfg.flapHold() }
 
 // groupProbeOut reports whether a probe of group gi is outstanding.
 func (q *qp) groupProbeOut(gi int32) bool {
-	for i := range q.probes {
+	for i := range q.activeProbes() {
 		if pr := &q.probes[i]; pr.used && pr.ev >= 0 && q.evs[pr.ev].grp == gi {
 			return true
 		}

@@ -51,6 +51,11 @@ func (q *qp) backOffProbes(sentAt Time) {
 	q.probeBackoffAt = q.e.now
 }
 
+// allocProbe takes the lowest free probe record; freeProbe gives it back.
+// Records in use all lie below q.probeHi, so the scans for deadlines and
+// answers (activeProbes) read a few records, not all maxProbes: a
+// receiver keeps a reverse probe out most of the time and computed its
+// deadline over all 64 records every turn of mrc-nicd's loop.
 func (q *qp) allocProbe() *probeRec {
 	if q.nProbes >= maxProbes {
 		return nil
@@ -58,11 +63,24 @@ func (q *qp) allocProbe() *probeRec {
 	for i := range q.probes {
 		if !q.probes[i].used {
 			q.nProbes++
+			q.probeHi = max(q.probeHi, i+1)
 			return &q.probes[i]
 		}
 	}
 	return nil
 }
+
+// freeProbe clears pr and gives its record back.
+func (q *qp) freeProbe(pr *probeRec) {
+	*pr = probeRec{}
+	q.nProbes--
+	if q.nProbes == 0 {
+		q.probeHi = 0
+	}
+}
+
+// activeProbes is the part of q.probes that holds every record in use.
+func (q *qp) activeProbes() []probeRec { return q.probes[:q.probeHi] }
 
 func (q *qp) sendProbe(ev wire.EV, pr *probeRec, emit func(wire.Plane, []byte)) bool {
 	e := q.e
@@ -133,8 +151,7 @@ func (q *qp) probeBad(now Time, emit func(wire.Plane, []byte)) {
 							g.probeMiss++ // until answered
 						}
 					} else {
-						*pr = probeRec{}
-						q.nProbes--
+						q.freeProbe(pr)
 					}
 				}
 			}
@@ -146,7 +163,7 @@ func (q *qp) probeBad(now Time, emit func(wire.Plane, []byte)) {
 
 // probeAnswered handles a SACK pr=1 and returns the RTT it measured.
 func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time {
-	for i := range q.probes {
+	for i := range q.activeProbes() {
 		pr := &q.probes[i]
 		if !pr.used || pr.id != id {
 			continue
@@ -187,8 +204,7 @@ func (q *qp) probeAnswered(id uint16, ev wire.EV, m wire.MultipathVerdict) Time 
 			*r = revEntry{ev: ev, ok: true, valid: true, at: q.e.now}
 			q.revProbeOK = q.e.now
 		}
-		*pr = probeRec{}
-		q.nProbes--
+		q.freeProbe(pr)
 		q.probeBackoff = 0
 		if rtt > 0 {
 			q.updateRTT(rtt)
@@ -211,8 +227,7 @@ func (q *qp) probeFailed(pr *probeRec) {
 		// by a fresh candidate on the next probe.
 		r.ok, r.valid = false, false
 	}
-	*pr = probeRec{}
-	q.nProbes--
+	q.freeProbe(pr)
 }
 
 // groupProbeGap is the time from one probe of a condemned group to the
@@ -396,7 +411,7 @@ func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
 				continue
 			}
 		}
-		for j := range q.probes {
+		for j := range q.activeProbes() {
 			if p := &q.probes[j]; p.used && p.ev < 0 && p.rev == k {
 				return // this slot's probe is still out
 			}
@@ -410,8 +425,7 @@ func (q *qp) probeReverse(now Time, emit func(wire.Plane, []byte)) {
 			q.stats.ReverseProbes++
 			q.rx.sinceRevProbe, q.rx.lastRevProbe = 0, now
 		} else {
-			*pr = probeRec{}
-			q.nProbes--
+			q.freeProbe(pr)
 		}
 		return
 	}

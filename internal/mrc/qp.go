@@ -332,6 +332,7 @@ type qp struct {
 	probes       [maxProbes]probeRec
 	probeSeq     uint16
 	nProbes      int
+	probeHi      int                    // every record in use is below it (allocProbe)
 	planeSent    [wire.MaxPlanes]uint64 // data packets sent on each plane (groupProbeRoom)
 
 	rx    rxState
@@ -695,7 +696,7 @@ func (q *qp) timerDeadline() Time {
 		d = q.blockedSince + q.cfg.RetryTimeout
 	}
 	if q.nProbes > 0 {
-		for i := range q.probes {
+		for i := range q.activeProbes() {
 			if q.probes[i].used && q.probes[i].deadline < d {
 				d = q.probes[i].deadline
 			}

@@ -319,7 +319,7 @@ func (q *qp) runTimers(now Time) {
 		}
 	}
 	if q.nProbes > 0 {
-		for i := range q.probes {
+		for i := range q.activeProbes() {
 			pr := &q.probes[i]
 			if pr.used && pr.deadline <= now {
 				q.probeFailed(pr)
