@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/softmrc/softmrc/internal/cliargs"
 	nicconfig "github.com/softmrc/softmrc/nic/config"
@@ -98,6 +99,7 @@ type flags struct {
 	roceMTU   *int
 	mtu       *int
 	threads   *int
+	probes    *time.Duration
 	nics      *bool
 	json      *bool
 }
@@ -116,6 +118,7 @@ func newFlags(cmd string) *flags {
 		roceMTU:   fs.Int("roce-mtu", 0, "override the NICs' RoCE MTU: 1024 | 2048 | 4096 (the links' MTU follows unless given)"),
 		mtu:       fs.Int("mtu", 0, "override the links' (veth) MTU in bytes"),
 		threads:   fs.Int("nic-threads", 0, fmt.Sprintf("override the topology's nic_threads: every mrc-nicd's engine threads, 1..%d (each NIC-T0 link gets that many queues)", nicconfig.MaxThreads)),
+		probes:    fs.Duration("nic-path-probes", 0, "override the topology's nic_path_probes: every mrc-nicd's path-probe interval (e.g. 5ms; what mrc-mapper map --dir reads; srv6 only)"),
 		nics:      fs.Bool("nics", false, "start mrc-nicd in every host namespace (the topology's nics: true; the presets leave it false)"),
 		json:      fs.Bool("json", false, "machine-readable output (status)"),
 	}
@@ -164,6 +167,9 @@ func (f *flags) topology(pos []string) (*topo.Topology, error) {
 	}
 	if *f.nics {
 		t.NICs = true
+	}
+	if *f.probes != 0 {
+		t.NICPathProbes = *f.probes
 	}
 	if n := *f.threads; n != 0 {
 		if n < 1 || n > nicconfig.MaxThreads {

@@ -135,6 +135,7 @@ func (p *Plan) NICConfig(h *Host) *nicconfig.Config {
 	c.RoCE.DCQCNScale = p.NICDCQCNScale
 	c.CC.Scale = p.NICCCScale
 	c.Threads = p.NICThreads
+	c.PathProbes = p.NICPathProbes
 	c.RoCE.AckTimeout = p.NICRoCEAckTimeout // 0: mrc-nicd's default
 	c.RoCE.DCQCNTarget = p.NICDCQCNTarget   // "": mrc-nicd's default
 	c.SetDefaults()

@@ -65,6 +65,8 @@ type Plan struct {
 	// NICThreads is every NIC's threads: (engine threads) and the queues of
 	// each NIC-T0 veth (0: one).
 	NICThreads int `yaml:"nic_threads,omitempty"`
+	// NICPathProbes is every NIC's path_probes: (0: off).
+	NICPathProbes time.Duration `yaml:"nic_path_probes,omitempty"`
 	// HostCapacityBps is the NIC-T0 link capacity (0 = unlimited); NICs
 	// pace their ports to it.
 	HostCapacityBps uint64 `yaml:"host_capacity_bps,omitempty"`
@@ -310,7 +312,7 @@ func Build(t *topo.Topology, o Options) (*Plan, error) {
 	P := &Plan{
 		Prefix: t2.Prefix, RunID: run, RunDir: o.RunDir, Mode: t2.Mode, Dataplane: t2.Dataplane,
 		Block: t2.Block, MTU: t2.MTU, RoCEMTU: t2.RoCEMTU, Planes: t2.Planes, T0PerPlane: t2.T0PerPlane,
-		T1PerPlane: t2.T1PerPlane, HostsPerT0: t2.HostsPerT0, NICs: t2.NICs, NICThreads: t2.NICThreads, HostCapacityBps: t2.Host.CapacityBps,
+		T1PerPlane: t2.T1PerPlane, HostsPerT0: t2.HostsPerT0, NICs: t2.NICs, NICThreads: t2.NICThreads, NICPathProbes: t2.NICPathProbes, HostCapacityBps: t2.Host.CapacityBps,
 		PinGlob: filepath.Join(BPFRoot, t2.Prefix+"-*"),
 	}
 	P.Mgmt = Mgmt{NS: nsName(t2.Prefix, "mgmt"), Bridge: "br0", MAC: MAC(KindMgmt, run, 0, 0xff), Subnet: MgmtAddr(run, 0).Masked()}

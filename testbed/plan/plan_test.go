@@ -494,3 +494,29 @@ func TestHostLinkDelay(t *testing.T) {
 		})
 	}
 }
+
+// nic_path_probes reaches the plan and every NIC config, so that
+// `mrc-mapper map --dir` has loops to read on a testbed the user brought
+// up (before, each host's config had to be edited and its daemon
+// restarted by hand).
+func TestNICPathProbes(t *testing.T) {
+	base := "planes: 2\nt0_per_plane: 2\nt1_per_plane: 2\nhosts_per_t0: 1\nnics: true\n"
+	for _, tc := range []struct {
+		line string
+		want time.Duration
+	}{{"", 0}, {"nic_path_probes: 5ms\n", 5 * time.Millisecond}, {"nic_path_probes: 1s\n", time.Second}} {
+		top, err := topo.Parse("t.yaml", []byte(base+tc.line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Build(top, Options{RunDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Hosts {
+			if got := p.NICConfig(&p.Hosts[i]).PathProbes; got != tc.want {
+				t.Errorf("%q: %s's path_probes %v, want %v", tc.line, p.Hosts[i].Name, got, tc.want)
+			}
+		}
+	}
+}

@@ -52,7 +52,7 @@ func Parse(file string, data []byte) (*Topology, error) {
 	return t, nil
 }
 
-var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "roce_mtu", "nics", "nic_threads", "links"}
+var topFields = []string{"prefix", "run_id", "mode", "dataplane", "usid_block", "planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0", "mtu", "roce_mtu", "nics", "nic_threads", "nic_path_probes", "links"}
 var linkFields = []string{"capacity", "delay", "ecn_threshold", "ecn_max", "ecn_pmax", "trim_threshold", "buffer", "host_ecn"}
 
 // parser reads a topology file's fields (yamlfields.Parser: file:line:
@@ -113,6 +113,10 @@ func (p *parser) top(t *Topology, n *yaml.Node) error {
 			t.NICs, err = p.Bool(v, k)
 		case "nic_threads":
 			t.NICThreads, err = p.IntIn(v, k, 1, nicconfig.MaxThreads)
+		case "nic_path_probes":
+			if t.NICPathProbes, err = time.ParseDuration(v.Value); err != nil || t.NICPathProbes < MinPathProbes || t.NICPathProbes > MaxPathProbes {
+				return p.Err(v, k, "a Go duration from 1ms to 10s, e.g. 5ms (the recommended interval)", "bad nic_path_probes %q", v.Value)
+			}
 		case "links":
 			err = p.Mapping(v, k, []string{"fabric", "host"}, func(kk string, vv *yaml.Node) error {
 				if kk == "fabric" {

@@ -68,6 +68,10 @@ const (
 	// A roce_mtu of 4096 raises the default to what its frames need
 	// (pathmtu.IfMTU: 4228 bytes).
 	DefaultMTU = 3500
+	// MinPathProbes and MaxPathProbes bound nic_path_probes (mrc-nicd
+	// takes at least 1ms; 5ms is the recommended interval).
+	MinPathProbes = time.Millisecond
+	MaxPathProbes = 10 * time.Second
 	// DefaultRoCEMTU is the NICs' RoCE MTU (payload bytes per packet).
 	DefaultRoCEMTU = 2048
 	// MaxPrefixLen keeps namespace and pin names short.
@@ -111,6 +115,10 @@ type Topology struct {
 	// threads:); each NIC-T0 link then has that many queues on both ends.
 	// 0 or 1: one.
 	NICThreads int
+	// NICPathProbes is every mrc-nicd's path-probe agent interval (its
+	// config's path_probes:, so that `mrc-mapper map --dir` has loops to
+	// read); 0: off. srv6 mode only, at least 1ms.
+	NICPathProbes time.Duration
 	// Fabric applies to T0-T1 links, Host to NIC-T0 links.
 	Fabric LinkSpec
 	Host   LinkSpec

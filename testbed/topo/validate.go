@@ -38,6 +38,10 @@ func (t *Topology) validate(lines map[string]int) error {
 		return bad("mtu", fmt.Sprintf("an integer from %d to %d", MinMTU, MaxMTU), "%d is out of range", t.MTU)
 	case t.RoCEMTU != 1024 && t.RoCEMTU != 2048 && t.RoCEMTU != 4096:
 		return bad("roce_mtu", "1024, 2048 or 4096", "%d is not a RoCE MTU", t.RoCEMTU)
+	case t.NICPathProbes != 0 && (t.NICPathProbes < MinPathProbes || t.NICPathProbes > MaxPathProbes):
+		return bad("nic_path_probes", "a Go duration from 1ms to 10s, e.g. 5ms", "%v is out of range", t.NICPathProbes)
+	case t.NICPathProbes != 0 && t.Mode != ModeSRv6:
+		return bad("nic_path_probes", "only with mode: srv6 (the agent's loops are uSID paths)", "path probes in %s mode", t.Mode)
 	case t.MTU < pathmtu.IfMTU(t.RoCEMTU, t.Mode == ModeSRv6):
 		need := pathmtu.IfMTU(t.RoCEMTU, t.Mode == ModeSRv6)
 		return bad("mtu", fmt.Sprintf("at least %d for roce_mtu %d (or leave mtu out: it follows roce_mtu)", need, t.RoCEMTU),
