@@ -342,3 +342,40 @@ func TestPacedPorts(t *testing.T) {
 		t.Errorf("port sent below half its pacing rate %.0f Mb/s in all %d attempts", rateBps/1e6, attempts)
 	}
 }
+
+// More Write-with-Immediates than the peer's WriteImm cap (and two QPs'
+// worth of them at once) wait in the daemon's backlog and enter the engine
+// as earlier ones complete: every one completes, in order, each immediate
+// arrives in order, and no backlog is left.
+func TestBacklogBeyondWImmCap(t *testing.T) {
+	s1, s2, _ := twoNICs(t, 1)
+	var senders [2]*side
+	var receivers [2]*side
+	for i := range senders {
+		senders[i], receivers[i] = open(t, s1, 4096), open(t, s2, 4096)
+		connect(t, senders[i], receivers[i])
+	}
+	n := 4 * int(senders[0].qp.MaxWImm)
+	for i, s := range senders {
+		var wrs []verbs.SendWR
+		for k := range n {
+			wrs = append(wrs, verbs.WriteImm(uint64(k), s.mr, 0, 64, receivers[i].mr.Addr, receivers[i].mr.RKey, uint32(i<<16|k)))
+		}
+		if err := s.qp.PostSend(wrs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range senders {
+		for k := range n {
+			if c := waitCQE(t, senders[i].dev); c.Status != verbs.StatusSuccess || c.ID != uint64(k) {
+				t.Fatalf("QP %d: completion %+v, want WR %d done", i, c, k)
+			}
+			if c := waitCQE(t, receivers[i].dev); c.Op != verbs.CQRecvImm || c.Imm != uint32(i<<16|k) {
+				t.Fatalf("QP %d: receive %+v, want immediate %#x", i, c, i<<16|k)
+			}
+		}
+		if r := qpRow(t, senders[i]); r.Backlog != 0 {
+			t.Errorf("QP %d: backlog %d after every WR completed", i, r.Backlog)
+		}
+	}
+}

@@ -409,12 +409,20 @@ func (d *Daemon) queue(q *qpState, wr mrc.WR) {
 		return
 	}
 	q.backlog = append(q.backlog, wr)
+	if !q.queued {
+		q.queued = true
+		d.backlogged = append(d.backlogged, q)
+	}
 }
 
 // feedBacklogs moves queued work requests into the engine as room frees.
 func (d *Daemon) feedBacklogs(now mrc.Time) int {
+	if len(d.backlogged) == 0 {
+		return 0
+	}
 	n := 0
-	for _, q := range d.qps {
+	keep := d.backlogged[:0]
+	for _, q := range d.backlogged {
 		for len(q.backlog) > 0 {
 			wr := q.backlog[0]
 			q.backlog = q.backlog[1:]
@@ -428,9 +436,13 @@ func (d *Daemon) feedBacklogs(now mrc.Time) int {
 			n++
 		}
 		if len(q.backlog) == 0 {
-			q.backlog = nil
+			q.backlog, q.queued = nil, false // a destroyed QP's too
+		} else {
+			keep = append(keep, q)
 		}
 	}
+	clear(d.backlogged[len(keep):])
+	d.backlogged = keep
 	return n
 }
 
