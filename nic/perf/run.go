@@ -94,9 +94,9 @@ type session struct {
 }
 
 // Run runs the test: the server when p.Server is empty, else the client.
-// Both print the banner; the client prints the results, and the BW server
-// as perftest's does (serve). It returns an
-// error when the test could not run or --verify found wrong bytes.
+// Both print the banner; the client prints the results, and so does the
+// BW server, as perftest's does (serve). It returns an error when the test
+// could not run or --verify found wrong bytes.
 func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	s := &session{p: p, out: stdout, diag: stdout, byQPN: map[uint32]*qpCtx{}, cs: make([]verbs.Completion, 512), errw: stderr}
 	if p.JSON {
