@@ -696,10 +696,6 @@ func TestPeakRate(t *testing.T) {
 func TestPeakRateBunchedCompletions(t *testing.T) {
 	const qps, depth, slots = 3, 16, 600
 	ms := int64(time.Millisecond)
-	type msg struct {
-		qp    int
-		doneT int64
-	}
 	var (
 		queued    [qps]int // posted, not yet across
 		inflight  [qps][]int64
