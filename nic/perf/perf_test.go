@@ -167,6 +167,36 @@ func TestServerPrintsTable(t *testing.T) {
 	}
 }
 
+// TestLatServerPrintsTable: the latency server measures and prints a row
+// per size, as perftest's does (half the time between its consecutive
+// pongs); it printed the banner only.
+func TestLatServerPrintsTable(t *testing.T) {
+	pr := daemontest.Start(t, 1)
+	cout, cerr, sout, err := runPairServerOut(t, pr, Lat, "127.0.0.1", "-s", "64", "-n", "50")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, cout, cerr)
+	}
+	c, sr := latRow.FindStringSubmatch(cout), latRow.FindStringSubmatch(sout)
+	if c == nil || sr == nil || !strings.Contains(sout, " #bytes #iterations    t_min[usec]") {
+		t.Fatalf("server output:\n%s\nclient output:\n%s", sout, cout)
+	}
+	// Same size and iterations; the server's typical half round trip is
+	// the client's seen from the other end (a loose bound: 2 shared CPUs).
+	ct, _ := strconv.ParseFloat(c[5], 64)
+	st, _ := strconv.ParseFloat(sr[5], 64)
+	if sr[1] != "64" || sr[2] != c[2] || st <= 0 || st > 10*ct+100 {
+		t.Errorf("server row %q against client row %q", sr[0], c[0])
+	}
+	if !strings.HasSuffix(sout, resultLine+"\n") {
+		t.Errorf("server output does not end with the result line:\n%s", sout)
+	}
+	// -D: the duration table, iterations and a rate.
+	_, _, sout, err = runPairServerOut(t, pr, Lat, "127.0.0.1", "-s", "2", "-D", "1")
+	if err != nil || !strings.Contains(sout, "t_avg[usec]    tps average") || !regexp.MustCompile(`(?m)^ 2\s+[1-9]\d*\s+[\d.]+\s+[1-9][\d.]*\s*$`).MatchString(sout) {
+		t.Errorf("duration run: %v\n%s", err, sout)
+	}
+}
+
 func TestWriteBWBidirJSONGbits(t *testing.T) {
 	out, errOut, err := runPair(t, BW, 2, "-s", "4096", "-n", "200", "-q", "2", "-b", "--verify", "--json", "--report_gbits")
 	if err != nil {

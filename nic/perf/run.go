@@ -966,13 +966,16 @@ func (s *session) clientAborted(why string) error {
 	return fmt.Errorf("the client ended the test after an error:%s", why)
 }
 
-// The server prints the BW table as perftest's does: under -b each
+// The server prints its table as perftest's does: for BW under -b each
 // round's row of both directions as the client prints it, otherwise the
-// client's report of the last round at the end.
+// client's report of the last round at the end; for latency each round's
+// row as this side measured it (respond).
 func (s *session) serve(ctx context.Context) error {
 	p := s.p
 	if p.Kind == BW {
 		printBWHeader(s.out, p.Gbits)
+	} else {
+		printLatHeader(s.out, p.Duration > 0)
 	}
 	var last *BWResult // unidirectional: the client's latest round
 	for {
@@ -984,9 +987,7 @@ func (s *session) serve(ctx context.Context) error {
 			if last != nil {
 				printBWRow(s.out, *last)
 			}
-			if p.Kind == BW {
-				fmt.Fprintln(s.out, resultLine)
-			}
+			fmt.Fprintln(s.out, resultLine)
 			_ = s.o.send("BYE")
 			return nil
 		}
@@ -1002,11 +1003,14 @@ func (s *session) serve(ctx context.Context) error {
 			return err
 		}
 		var res result
+		var latRow *LatResult
 		switch {
 		case p.Kind == Lat:
-			if err := s.respond(ctx, size); err != nil {
+			r, err := s.respond(ctx, size)
+			if err != nil {
 				res.Error = err.Error()
 			}
+			latRow = &r
 		case p.Bidir:
 			st, err := s.sendBW(ctx, size)
 			if err != nil {
@@ -1039,6 +1043,8 @@ func (s *session) serve(ctx context.Context) error {
 			return errors.New(res.Error)
 		}
 		switch {
+		case latRow != nil:
+			printLatRow(s.out, *latRow)
 		case p.Kind != BW || end.Send == nil:
 		case p.Bidir:
 			printBWRow(s.out, s.bwRow(size, *res.Send, end.Send))
@@ -1050,24 +1056,36 @@ func (s *session) serve(ctx context.Context) error {
 }
 
 // respond is the latency server: answer every ping with a pong until the
-// stop immediate.
-func (s *session) respond(ctx context.Context, size int) error {
+// stop immediate. Like perftest's server it measures too: half the time
+// between its consecutive pongs is one round trip's half as this side
+// sees it (perftest's tposted deltas), so its table is the client's
+// measured from the other end.
+func (s *session) respond(ctx context.Context, size int) (LatResult, error) {
 	q := s.qps[0]
 	var n uint64
+	start := time.Now()
+	var samples []float64
+	var last time.Time
 	for {
 		cs, err := s.next(ctx, false)
 		if err != nil {
-			return err
+			return LatResult{}, err
 		}
 		for _, c := range cs {
 			if c.Status != verbs.StatusSuccess {
-				return completionErr(c)
+				return LatResult{}, completionErr(c)
 			}
 			if c.Op != verbs.CQRecvImm {
 				continue
 			}
 			if c.Imm == stopImm {
-				return nil
+				if s.p.Duration > 0 {
+					r := latStats(size, samples)
+					r.Duration, r.Iterations = true, n
+					r.TPS = float64(n) / time.Since(start).Seconds()
+					return r, nil
+				}
+				return latStats(size, samples), nil
 			}
 			if s.p.Verify {
 				// Ping c.Imm landed before its immediate; the client sends
@@ -1075,9 +1093,14 @@ func (s *session) respond(ctx context.Context, size int) error {
 				s.checkLat(q, size, uint64(c.Imm))
 				iterPattern(q.src.Buf[:size], size, uint64(c.Imm), q.idx)
 			}
+			now := time.Now()
 			if err := q.qp.PostSend(pingWR(verbs.WriteImm(n, q.src, 0, uint32(size), q.remote.VAddr, q.remote.RKey, c.Imm))); err != nil {
-				return err
+				return LatResult{}, err
 			}
+			if n > 0 {
+				samples = append(samples, float64(now.Sub(last).Nanoseconds())/2e3)
+			}
+			last = now
 			n++
 		}
 	}
