@@ -274,7 +274,24 @@ func TestDaemonStopGivesClearError(t *testing.T) {
 // pacing_bps (the engine paces each plane at its port's rate: the one
 // pacer) and, on a lossless pipe, retransmitting (next to) nothing.
 func TestPacedPorts(t *testing.T) {
-	pr := daemontest.StartWith(t, 1, func(_ int, c *config.Config) { c.Ports[0].PacingBps = 200e6 })
+	pr := daemontest.StartWith(t, 1, func(_ int, c *config.Config) {
+		c.Ports[0].PacingBps = 200e6
+		// Both daemons run in this process, on 2 vCPUs shared with the race
+		// detector and the tests beside it. Busy polling made their loops
+		// take the CPUs from each other: a receiving loop kept off for
+		// 5-10 ms while the sender paced on, and every packet then in
+		// flight timed out at once (74-98 per attempt, then probes and
+		// stalls), in every attempt of about 1 run in 2 here (CI 2026-12-06
+		// 16:05: 9-87 retransmitted in each of 12), with or without this
+		// session's changes. Sleeping loops, and an RTO floor above a time
+		// slice, leave 0 in most attempts even beside two CPU hogs (worst
+		// 3-7 in 5 runs). The defect this test guards against held frames
+		// the engine had counted as sent for up to the window's line time
+		// (12 ms at this rate): a 5 ms floor still sees it.
+		zero := time.Duration(0)
+		c.BusyPoll = &zero
+		c.QP.MinRTO = 5 * time.Millisecond
+	})
 	cfgs, a := pr.Configs, pr.Pipes[0][0]
 	x, y := open(t, cfgs[0].DeviceSocket, 1<<20), open(t, cfgs[1].DeviceSocket, 1<<20)
 	connect(t, x, y)
