@@ -139,6 +139,7 @@ func (d *Daemon) drainRings(now mrc.Time) int {
 			// for completions is not woken by its own posts).
 			if rs.r.WakeApp(shmring.WaitSQ) {
 				d.c.appWakes.Add(1)
+				d.wokeApp = true
 			}
 		}
 		total += n
@@ -212,6 +213,7 @@ func (d *Daemon) ringDeliver(rs *ringSession, cqes []vproto.CQE) []vproto.CQE {
 	}
 	if rs.r.CQPublish() {
 		d.c.appWakes.Add(1)
+		d.wokeApp = true
 	}
 	return cqes[i:]
 }

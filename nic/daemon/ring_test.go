@@ -459,3 +459,37 @@ func TestOpenControlAttachesNoRing(t *testing.T) {
 		t.Fatalf("control session's counters: %v, want the daemon's loop count", c)
 	}
 }
+
+// TestYieldAfterAppWake: a busy-polling loop that woke an application
+// asleep on its ring gives its CPU away once (app_yields), so that the
+// woken thread need not wait for the spinning loop to be preempted; a loop
+// that does not busy-poll sleeps anyway and never yields. Every ping and
+// pong wakes an application that waits in the kernel (no spin).
+func TestYieldAfterAppWake(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		busy   time.Duration
+		yields bool
+	}{{"busy polling", 200 * time.Microsecond, true}, {"busy_poll 0", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := daemontest.StartWith(t, 1, func(_ int, c *config.Config) { c.BusyPoll = &tc.busy })
+			a := openWith(t, p.Sock[0], 1<<16, verbs.Options{})
+			b := openWith(t, p.Sock[1], 1<<16, verbs.Options{})
+			connect(t, a, b)
+			before := daemonCounters(t, a.dev)
+			pingPong(t, a, b, 50)
+			after := daemonCounters(t, a.dev)
+			wakes, yields := after["ring_app_wakes"]-before["ring_app_wakes"], after["app_yields"]-before["app_yields"]
+			t.Logf("daemon 1: %d application wakes, %d yields", wakes, yields)
+			if wakes == 0 {
+				t.Fatal("no application was woken: the test shows nothing")
+			}
+			if tc.yields && yields == 0 || !tc.yields && yields != 0 {
+				t.Errorf("%d yields after %d application wakes, want them only with busy polling", yields, wakes)
+			}
+			if yields > wakes {
+				t.Errorf("%d yields for %d application wakes: at most one a wake", yields, wakes)
+			}
+		})
+	}
+}
