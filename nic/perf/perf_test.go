@@ -235,12 +235,17 @@ func TestWriteBWDuration(t *testing.T) {
 }
 
 func TestWriteBWRunInfinitelyIsBounded(t *testing.T) {
-	out, errOut, err := runPair(t, BW, 1, "-s", "512", "-D", "1", "--run_infinitely", "--max_reports", "2")
+	out, errOut, sout, err := runPairServerOut(t, daemontest.Start(t, 1), BW, "127.0.0.1", "-s", "512", "-D", "1", "--run_infinitely", "--max_reports", "2")
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out, errOut)
 	}
 	if n := len(bwRow.FindAllString(out, -1)); n != 2 {
 		t.Fatalf("%d rows, want 2:\n%s", n, out)
+	}
+	// The one-way server of an endless run says the client left, as
+	// perftest's does, and reports no round.
+	if !strings.Contains(sout, "\n Client closed connection\n") || bwRow.MatchString(sout) {
+		t.Errorf("server output:\n%s", sout)
 	}
 }
 

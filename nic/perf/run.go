@@ -984,7 +984,11 @@ func (s *session) serve(ctx context.Context) error {
 			return err
 		}
 		if line == "END" {
-			if last != nil {
+			switch {
+			case last != nil && p.Infinite:
+				// perftest's one-way server reports no round of an endless run.
+				fmt.Fprintln(s.out, " Client closed connection")
+			case last != nil:
 				printBWRow(s.out, *last)
 			}
 			fmt.Fprintln(s.out, resultLine)
