@@ -8,6 +8,7 @@ package hostmap
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -19,13 +20,8 @@ const Env = "MRC_HOSTS"
 
 // Format is the map as Env's value, sorted by name.
 func Format(m map[string]netip.Addr) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	var b strings.Builder
-	for i, n := range names {
+	for i, n := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -85,10 +81,5 @@ func Names(env string) []string {
 	if err != nil {
 		return nil
 	}
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(m))
 }

@@ -663,10 +663,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 // the CPU the woken thread needs until the scheduler preempts it: on 2
 // vCPUs with a spinning daemon on each, the application of a ping-pong
 // waited for that at every message. With a CPU free the woken thread runs
-// there and sched_yield returns at once. Same-run A/B (2 B mrc-write-lat,
-// 6 and 8 alternating rounds, 2026-12-06): t_typical 0.76 and 0.83× on a
-// veth pair, 0.52 and 0.66× through clos-2p; 64 KiB rate 0.99×, 2 B
-// message rate 0.96-1.02×, CPU per GB 0.96-1.03× (docs/performance.md).
+// there and sched_yield returns at once. The measurements are in
+// docs/nic.md (busy polling) and docs/performance.md's changes table.
 func (d *Daemon) yieldToApp() {
 	d.c.appYields.Add(1)
 	_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
