@@ -114,7 +114,8 @@ func (p *parser) top(t *Topology, n *yaml.Node) error {
 		case "nic_threads":
 			t.NICThreads, err = p.IntIn(v, k, 1, nicconfig.MaxThreads)
 		case "nic_path_probes":
-			if t.NICPathProbes, err = time.ParseDuration(v.Value); err != nil || t.NICPathProbes < MinPathProbes || t.NICPathProbes > MaxPathProbes {
+			// The range is validate's (the --nic-path-probes flag's too).
+			if t.NICPathProbes, err = time.ParseDuration(v.Value); err != nil {
 				return p.Err(v, k, "a Go duration from 1ms to 10s, e.g. 5ms (the recommended interval)", "bad nic_path_probes %q", v.Value)
 			}
 		case "links":

@@ -39,7 +39,7 @@ func (t *Topology) validate(lines map[string]int) error {
 	case t.RoCEMTU != 1024 && t.RoCEMTU != 2048 && t.RoCEMTU != 4096:
 		return bad("roce_mtu", "1024, 2048 or 4096", "%d is not a RoCE MTU", t.RoCEMTU)
 	case t.NICPathProbes != 0 && (t.NICPathProbes < MinPathProbes || t.NICPathProbes > MaxPathProbes):
-		return bad("nic_path_probes", "a Go duration from 1ms to 10s, e.g. 5ms", "%v is out of range", t.NICPathProbes)
+		return bad("nic_path_probes", "a Go duration from 1ms to 10s, e.g. 5ms", "bad nic_path_probes %v: out of range", t.NICPathProbes)
 	case t.NICPathProbes != 0 && t.Mode != ModeSRv6:
 		return bad("nic_path_probes", "only with mode: srv6 (the agent's loops are uSID paths)", "path probes in %s mode", t.Mode)
 	case t.MTU < pathmtu.IfMTU(t.RoCEMTU, t.Mode == ModeSRv6):
