@@ -53,6 +53,17 @@ type Options struct {
 	Capture     string
 	CapturePort string
 	CaptureMax  int
+	// Cooperative runs the engine loop as an ordinary goroutine that shares
+	// the program's one P with the application in the same process (a
+	// library NIC: mrc-write-lat --in-process). It never blocks in the
+	// kernel: while busy it yields the P (runtime.Gosched) at every idle
+	// turn and after every turn that delivered completions, so a goroutine
+	// it woke runs on the same thread at once, with no thread wake-up; when
+	// idle it naps on the runtime's timers (at most coopNap), so a frame
+	// that arrives then waits up to a nap. The caller sets GOMAXPROCS to 1
+	// and polls its completions the same way (verbs.Options.Cooperative).
+	// One engine thread only.
+	Cooperative bool
 
 	// shard is set on the daemons of one NIC's engine threads (shard.go).
 	shard *shardOpts
@@ -98,6 +109,7 @@ type Daemon struct {
 	// heldPoll: the loop's short sleeps keep its P (heldPollMax); set
 	// when the program has a P for every engine thread and one more.
 	heldPoll bool
+	coop     bool // Options.Cooperative: coopLoop
 	cmds     chan func()
 	pq       postQueue
 	evfd     int
@@ -220,6 +232,16 @@ func New(opts Options) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Cooperative {
+		if cfg.ThreadCount() > 1 {
+			return nil, fmt.Errorf("daemon: threads %d: a cooperative (in-process) NIC runs one engine thread; set threads to 1", cfg.ThreadCount())
+		}
+		// Its transmit kicks run on the loop's goroutine: a kick thread
+		// would be a second thread to wake.
+		c := *cfg
+		c.KickThread = false
+		cfg = &c
+	}
 	if cfg.ThreadCount() > 1 && opts.shard == nil {
 		return newSharded(opts)
 	}
@@ -239,6 +261,9 @@ func New(opts Options) (_ *Daemon, err error) {
 	// for a P until another's held sleep ended (up to heldPollMax), and a
 	// 4-host collective's small operations took 30-60 ms instead of 5.
 	d.heldPoll = holdsP(runtime.GOMAXPROCS(0), cfg.ThreadCount())
+	if opts.Cooperative {
+		d.coop, d.heldPoll = true, false // its loop holds no thread and no P of its own
+	}
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
 	defer func() {
@@ -538,6 +563,9 @@ func (d *Daemon) exec(fn func()) error {
 
 // loop is the engine's goroutine, on a locked OS thread.
 func (d *Daemon) loop(ctx context.Context) error {
+	if d.coop {
+		return d.coopLoop(ctx)
+	}
 	// Locked for good: when the loop returns, its goroutine ends and the
 	// runtime ends the thread with it, so the thread's timer slack and
 	// nice value (below) never pass to another goroutine.
@@ -560,12 +588,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 	stats := openThreadStats() // after LockOSThread: the loop's thread
 	defer stats.close()
 	d.gaps.read, d.gaps.maxNs = stats.read, &d.c.gapMaxNs
-	d.running.Store(true)
-	for i, p := range d.cfg.Ports {
-		if !d.portUp[i].Load() {
-			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
-		}
-	}
+	d.begin()
 	busy := d.cfg.BusyPollFor()
 	d.spin.offs = &d.c.spinOffs
 	if busy > 0 && !d.cfg.BusyPollAlways {
@@ -578,63 +601,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.shutdownQPs()
 			return nil
 		}
-		d.c.loops.Add(1)
-		if g, late := d.gaps.turn(d.clk.wall(), d.gapSlept); late {
-			d.logGap(g)
-		}
-		if d.turnHook != nil {
-			d.turnHook()
-		}
-		// stall_clock: a stall with ACKs waiting does not count against
-		// the engine's timers (rx.go).
-		if d.cfg.StallClock {
-			if off := d.clk.turn(d.stallAtRisk); off > 0 {
-				d.c.stalls.Add(1)
-				d.c.stalledNs.Add(uint64(off))
-				d.drain.start(d.rxWaiting())
-			}
-		}
-		work := 0
-		// Posts first, then requests: a session's CreateQP and Connect
-		// complete (exec) before it can post, and what it posted before a
-		// Destroy must reach the QP before the Destroy does.
-		work += d.drainPosts(d.now())
-		work += d.drainRings(d.now())
-		for n := 0; n < 256; n++ {
-			select {
-			case fn := <-d.cmds:
-				fn()
-				work++
-				continue
-			default:
-			}
-			break
-		}
-		now := d.now()
-		got := d.receive(now)
-		work += got
-		work += d.drainInbox(now)
-		if d.drain.left > 0 {
-			// The timers wait for the ACKs a stall left queued (rx.go).
-			held := d.drain.read(got)
-			d.eng.HoldTimers(held)
-			if held {
-				d.c.stallHeldTurns.Add(1)
-			}
-		}
-		// What the frames completed goes to the applications before this
-		// turn's frames are kicked: a kick on a veth runs the peer's
-		// receive (and every switch's XDP hop) in this thread's sendto,
-		// 5-10 µs the woken application now spends waking up.
-		work += d.completions()
-		work += d.feedBacklogs(now)
-		work += d.sendPathProbes(now)
-		work += d.transmit(now)
-		work += d.completions()
-		work += d.drainCompletions()
-		if now >= d.tele.next {
-			d.teleSample(now)
-		}
+		work := d.turn()
 		if work > 0 {
 			if busy > 0 {
 				lastWork = time.Now()
@@ -656,6 +623,155 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 		d.idle(ctx)
 	}
+}
+
+// begin marks the loop running and tells the engine which ports are down.
+func (d *Daemon) begin() {
+	d.running.Store(true)
+	for i, p := range d.cfg.Ports {
+		if !d.portUp[i].Load() {
+			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
+		}
+	}
+}
+
+// coopNap bounds a cooperative loop's idle naps (Options.Cooperative): the
+// longest a frame that arrives while it naps waits. The runtime's timers
+// sleep in whole milliseconds when nothing else runs, so a shorter bound
+// would not be kept.
+const coopNap = time.Millisecond
+
+// coopLoop is the loop of a cooperative daemon: the same turns, on an
+// ordinary goroutine that yields its P after each one and naps on the
+// runtime's timers when busy_poll has passed without work.
+func (d *Daemon) coopLoop(ctx context.Context) error {
+	defer close(d.stopped)
+	defer d.closePosts()
+	// The goroutine moves between threads: a thread's statistics say
+	// nothing about it, and spinning is the point of this mode.
+	d.gaps.read, d.gaps.maxNs = func() (schedStat, bool) { return schedStat{}, false }, &d.c.gapMaxNs
+	d.begin()
+	busy := d.cfg.BusyPollFor()
+	lastWork := time.Now()
+	for {
+		if ctx.Err() != nil {
+			d.running.Store(false)
+			d.shutdownQPs()
+			return nil
+		}
+		work := d.turn()
+		d.wokeApp = false
+		// A goroutine this turn's completions made runnable (the
+		// application polling its ring) runs now, on this thread.
+		runtime.Gosched()
+		if work > 0 {
+			lastWork = time.Now()
+			continue
+		}
+		if time.Since(lastWork) < busy {
+			d.c.spinTurns.Add(1)
+			continue
+		}
+		d.coopIdle()
+	}
+}
+
+// coopIdle is idle for a cooperative loop: kick what the ports hold, then
+// nap until the engine's next deadline, at most coopNap, on the runtime's
+// timers, which leave the P to the application meanwhile. A blocking
+// system call would keep the P from it (the runtime hands a P over from a
+// blocked thread only after 20 µs to 10 ms).
+func (d *Daemon) coopIdle() {
+	now := d.now()
+	dl := min(d.eng.NextDeadline(), d.probeDeadline())
+	for i := range d.txq {
+		if t := d.txq[i].next(now); t < dl {
+			dl = t
+		}
+	}
+	dl = min(dl, d.tele.next)
+	if t := d.delayDeadline(); t != mrc.Never {
+		dl = min(dl, t-d.clk.debt)
+	}
+	for _, p := range d.ports {
+		_ = p.Wait(0) // kicks pending transmissions and reclaims completions
+	}
+	wait := coopNap
+	if dl != mrc.Never {
+		wait = min(wait, time.Duration(dl-now))
+	}
+	if wait <= 0 {
+		return
+	}
+	d.c.sleeps.Add(1)
+	slept := time.Now()
+	time.Sleep(wait)
+	s := time.Since(slept)
+	d.clk.asleep(s)
+	d.gapSlept += mrc.Time(min(s, wait))
+}
+
+// turn is one run-loop iteration: requests, frames, completions, transmit.
+// It returns how much work it found (0: the loop may spin or sleep).
+func (d *Daemon) turn() int {
+	d.c.loops.Add(1)
+	if g, late := d.gaps.turn(d.clk.wall(), d.gapSlept); late {
+		d.logGap(g)
+	}
+	if d.turnHook != nil {
+		d.turnHook()
+	}
+	// stall_clock: a stall with ACKs waiting does not count against
+	// the engine's timers (rx.go).
+	if d.cfg.StallClock {
+		if off := d.clk.turn(d.stallAtRisk); off > 0 {
+			d.c.stalls.Add(1)
+			d.c.stalledNs.Add(uint64(off))
+			d.drain.start(d.rxWaiting())
+		}
+	}
+	work := 0
+	// Posts first, then requests: a session's CreateQP and Connect
+	// complete (exec) before it can post, and what it posted before a
+	// Destroy must reach the QP before the Destroy does.
+	work += d.drainPosts(d.now())
+	work += d.drainRings(d.now())
+	for n := 0; n < 256; n++ {
+		select {
+		case fn := <-d.cmds:
+			fn()
+			work++
+			continue
+		default:
+		}
+		break
+	}
+	now := d.now()
+	got := d.receive(now)
+	work += got
+	work += d.drainInbox(now)
+	if d.drain.left > 0 {
+		// The timers wait for the ACKs a stall left queued (rx.go).
+		held := d.drain.read(got)
+		d.eng.HoldTimers(held)
+		if held {
+			d.c.stallHeldTurns.Add(1)
+		}
+	}
+	// What the frames completed goes to the applications before this
+	// turn's frames are kicked: a kick on a veth runs the peer's
+	// receive (and every switch's XDP hop) in this thread's sendto,
+	// 5-10 µs the woken application now spends waking up.
+	work += d.completions()
+	work += d.feedBacklogs(now)
+	work += d.sendPathProbes(now)
+	work += d.transmit(now)
+	work += d.completions()
+	work += d.drainCompletions()
+	if now >= d.tele.next {
+		d.teleSample(now)
+	}
+	return work
 }
 
 // yieldToApp gives the loop's CPU away once after a turn that woke an

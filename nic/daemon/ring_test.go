@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softmrc/softmrc/nic/config"
+	"github.com/softmrc/softmrc/nic/daemon"
 	"github.com/softmrc/softmrc/nic/daemon/daemontest"
 	"github.com/softmrc/softmrc/nic/shmring"
 	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/vproto"
+	"github.com/softmrc/softmrc/nic/xsk"
 )
 
 func openWith(t *testing.T, sock string, size int, o verbs.Options) *side {
@@ -491,5 +494,58 @@ func TestYieldAfterAppWake(t *testing.T) {
 				t.Errorf("%d yields for %d application wakes: at most one a wake", yields, wakes)
 			}
 		})
+	}
+}
+
+// TestCooperativePingPong runs two cooperative daemons and their
+// applications on one P, as mrc-write-lat --in-process runs (a library
+// NIC): every message is verified, and each goes from loop to application
+// and back by yielding the P, so neither loop sleeps in the kernel for a
+// doorbell to ring and no application sleeps for the loop to wake.
+func TestCooperativePingPong(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := daemontest.StartCooperative(t, 2, nil)
+	o := verbs.Options{Cooperative: true, Spin: time.Second}
+	a := openWith(t, p.Sock[0], 1<<16, o)
+	b := openWith(t, p.Sock[1], 1<<16, o)
+	if !a.dev.Ring() || !b.dev.Ring() {
+		t.Fatal("the sessions are not on the shared-memory rings")
+	}
+	connect(t, a, b)
+	var before [2]map[string]uint64
+	for i, s := range []*side{a, b} {
+		before[i] = daemonCounters(t, s.dev)
+	}
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	pingPong(t, a, b, 300)
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	// Every hand-off between threads would be a voluntary context switch
+	// (a futex sleep) of this process: 4 a round trip at least.
+	switches := ru1.Nvcsw - ru0.Nvcsw
+	t.Logf("%d voluntary context switches for 300 round trips", switches)
+	if switches > 150 {
+		t.Errorf("%d voluntary context switches for 300 round trips: the loops and the applications did not share their thread", switches)
+	}
+	for i, s := range []*side{a, b} {
+		c := daemonCounters(t, s.dev)
+		d := func(k string) uint64 { return c[k] - before[i][k] }
+		t.Logf("daemon %d: %d loops, %d naps, %d doorbells, %d application wakes, %d CQEs", i+1, d("loops"), d("sleeps"), d("ring_doorbells"), d("ring_app_wakes"), d("cqes"))
+		if d("cqes") < 600 {
+			t.Errorf("daemon %d delivered %d completions through the ring, want 600 (300 sends, 300 receives)", i+1, d("cqes"))
+		}
+		if d("ring_doorbells") != 0 || d("ring_app_wakes") != 0 || d("wakes") != 0 {
+			t.Errorf("daemon %d: %d doorbells, %d application wakes, %d eventfd wakes: a cooperative loop and its applications hand the P over, none sleeps in the kernel",
+				i+1, d("ring_doorbells"), d("ring_app_wakes"), d("wakes"))
+		}
+	}
+}
+
+func TestCooperativeOneThread(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), 1, 1)
+	cfg.Threads = 2
+	_, err := daemon.New(daemon.Options{Config: cfg, Ports: []xsk.Port{nil}, Cooperative: true})
+	if err == nil || !strings.Contains(err.Error(), "one engine thread") {
+		t.Fatalf("a cooperative NIC with 2 engine threads: %v, want an error naming one engine thread", err)
 	}
 }

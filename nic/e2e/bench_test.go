@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -274,19 +275,41 @@ func runJSON(tb testing.TB, tp *topo, name string, out any, args ...string) {
 	runJSONPids(tb, tp, name, out, nil, args...)
 }
 
+// runJSONInProcess is runJSON with each side's NIC inside its tool
+// (--in-process, from the host's config): the hosts' mrc-nicd must be
+// stopped.
+func runJSONInProcess(tb testing.TB, tp *topo, name string, out any, args ...string) {
+	tb.Helper()
+	runJSONSides(tb, tp, name, out, nil, func(h *host) []string { return []string{"--in-process", "--nic-config", h.path} }, args...)
+}
+
 // runJSONPids is runJSON that also reports the server's and the client's
 // process ids in pids when it is not nil (ip netns exec execs the tool:
 // the same process).
 func runJSONPids(tb testing.TB, tp *topo, name string, out any, pids *[2]int, args ...string) {
 	tb.Helper()
+	runJSONSides(tb, tp, name, out, pids, nil, args...)
+}
+
+// runJSONSides is runJSONPids with each side's own arguments, side(h)
+// (nil: none) after args.
+func runJSONSides(tb testing.TB, tp *topo, name string, out any, pids *[2]int, side func(*host) []string, args ...string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := tp.h[1].tool(ctx, name, args...)
+	own := func(h *host) []string {
+		a := slices.Clone(args)
+		if side != nil {
+			a = append(a, side(h)...)
+		}
+		return a
+	}
+	srv := tp.h[1].tool(ctx, name, own(tp.h[1])...)
 	if err := srv.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	defer srv.Wait()
-	cmd := tp.h[0].tool(ctx, name, append(args, "--json", tp.h[1].addrs[0].String())...)
+	cmd := tp.h[0].tool(ctx, name, append(own(tp.h[0]), "--json", tp.h[1].addrs[0].String())...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

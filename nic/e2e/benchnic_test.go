@@ -34,7 +34,9 @@ import (
 //     kernel UDP ping-pong;
 //   - then with mrc-nicd started on both hosts: mrc-write-bw for each size
 //     and QP count of MRC_BENCH_BW and mrc-write-lat for each size of
-//     MRC_BENCH_LAT; then the daemons stop again.
+//     MRC_BENCH_LAT; then the daemons stop again;
+//   - then the same cases with the NIC inside each tool (--in-process),
+//     unless MRC_BENCH_IN_PROCESS=0.
 //
 // The paths are a veth pair between two namespaces ("veth") and h0 → h3 of
 // clos-2p in ecmp mode ("clos": across a T1, where the kernel's packets
@@ -98,6 +100,10 @@ type benchNICConfig struct {
 	// started with -busy-poll this long (default 0: what the default
 	// polling saves; negative: not measured again).
 	busyPoll time.Duration
+	// MRC_BENCH_IN_PROCESS (default 1; 0: not measured): after the daemons
+	// stop, the same bandwidth and latency cases with the NIC inside each
+	// tool (--in-process).
+	inProcess bool
 }
 
 // benchLinkMTU is the veth path's interface MTU for RoCE MTU m: the
@@ -174,6 +180,13 @@ func benchNICConfigFromEnv(tb testing.TB) benchNICConfig {
 		tb.Fatalf("MRC_BENCH_IDLE=%q: want a duration from 0 (skip) to 1m", os.Getenv("MRC_BENCH_IDLE"))
 	}
 	c.idle = idle
+	switch v := cmp.Or(os.Getenv("MRC_BENCH_IN_PROCESS"), "1"); v {
+	case "1":
+		c.inProcess = true
+	case "0":
+	default:
+		tb.Fatalf("MRC_BENCH_IN_PROCESS=%q: want 1 (measure the tools' --in-process NIC too) or 0", v)
+	}
 	c.busyPoll = -1
 	if v := cmp.Or(os.Getenv("MRC_BENCH_BUSY_POLL"), "0"); v != "none" {
 		bp, err := time.ParseDuration(v)
@@ -453,11 +466,55 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 					h.stop()
 					h.bin = own
 				}
+				if bin == "" && cfg.inProcess {
+					inProcessRuns(b, res, cfg, p.name, p.mrc, round, tag)
+				}
 			}
 		}
 	}
 	res.end, res.loadAfter = time.Now(), loadavg()
 	return res
+}
+
+// inProcessRuns measures mrc-write-bw and mrc-write-lat with the NIC
+// inside each tool (--in-process: the engine on the tool's own thread, no
+// hand-off to a daemon), the hosts' mrc-nicd stopped.
+func inProcessRuns(b *testing.B, res *benchNICResult, cfg benchNICConfig, path string, tp *topo, round int, tag string) {
+	for _, c := range cfg.bw {
+		var bw bwJSON
+		runJSONInProcess(b, tp, "mrc-write-bw", &bw, "-s", strconv.Itoa(c.size), "-q", strconv.Itoa(c.qps), "-D", strconv.Itoa(cfg.secs), "-m", strconv.Itoa(cfg.roceMTU))
+		if len(bw.Results) != 1 {
+			b.Fatalf("%s: mrc-write-bw --in-process results: %+v", tag, bw)
+		}
+		r0 := bw.Results[0]
+		v := r0.Average * (1 << 20) * 8 / 1e9
+		if c.size < 4096 {
+			v = r0.MsgRate
+		}
+		res.add(path, inProcessName(bwName(c)), round, v)
+		progress("%s: %s --in-process: %s", tag, c, num(v))
+	}
+	for _, s := range cfg.lat {
+		var out latJSON
+		runJSONInProcess(b, tp, "mrc-write-lat", &out, "-s", strconv.Itoa(s), "-n", strconv.Itoa(cfg.latIter), "-m", strconv.Itoa(cfg.roceMTU))
+		if len(out.Results) != 1 {
+			b.Fatalf("%s: mrc-write-lat --in-process results: %+v", tag, out)
+		}
+		res.add(path, inProcessName(latName(s)), round, out.Results[0].Typical)
+		progress("%s: mrc-write-lat %s --in-process: %.1f µs", tag, sizeName(s), out.Results[0].Typical)
+	}
+}
+
+// inProcessName names a measurement of the in-process NIC: the tool's own
+// name with ", in-process NIC" after its size and QPs, so that the ratio
+// table pairs it with the same baselines.
+func inProcessName(m string) string {
+	for _, unit := range []string{" t_typical (half RTT), µs", ", Gb/s", ", Mmsg/s"} {
+		if head, ok := strings.CutSuffix(m, unit); ok {
+			return head + ", in-process NIC" + unit
+		}
+	}
+	return m + ", in-process NIC"
 }
 
 // setupMPTCP lets h0 open one extra subflow to the address h3 announces on

@@ -97,6 +97,11 @@ type Params struct {
 	OnListen func(addr string) `json:"-"`
 	// MaxReports bounds --run_infinitely (0: until interrupted).
 	MaxReports int
+	// InProcess runs the NIC inside the tool (inprocess.go) from the
+	// mrc-nicd config NICConfig, instead of connecting to mrc-nicd at
+	// Device. Each side its own: not sent to the peer.
+	InProcess bool   `json:"-"`
+	NICConfig string `json:"-"`
 }
 
 // sizes returns the message sizes to run.
@@ -192,6 +197,8 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.DurationVar(&p.Spin, "spin", vo.Spin, "poll the completion ring this long before sleeping (0: sleep at once; costs a CPU while it spins; env MRC_VERBS_SPIN); see docs/performance.md for what pays on this machine")
 	fs.DurationVar(&p.HeldWait, "held-wait", vo.HeldWait, "sleep this long at most on the completion ring without giving the Go scheduler its P back (0 .. 1ms; 0: never; by default 1ms when the tool runs with one P, as mrc-write-lat does, else 0; env MRC_VERBS_HELD_WAIT); see docs/nic.md, The latency path")
 	fs.BoolVar(&p.NoRing, "no-ring", vo.NoRing, "post and complete through the device socket instead of the shared-memory rings (env MRC_VERBS_RING=0)")
+	fs.BoolVar(&p.InProcess, "in-process", false, "run the NIC inside this tool instead of connecting to mrc-nicd: it opens the host's ports from --nic-config itself and polls them on the tool's own thread, yielding to the test between turns, so no thread is woken per message (the host's mrc-nicd must not be running: bring the testbed up without --nics); -d is not used. See docs/nic.md, The in-process NIC")
+	fs.StringVar(&p.NICConfig, "nic-config", os.Getenv("MRC_NIC_CONFIG"), "with --in-process: the host's mrc-nicd config file (env MRC_NIC_CONFIG, which mrc-testbed exec sets)")
 	rate := fs.Float64("rate_limit", 0, "cap what this side posts at this rate in --rate_units (a software limiter spacing the messages; 0: none)")
 	units := fs.String("rate_units", "g", "units of --rate_limit: M (Mbit/s), g (Gbit/s) or p (messages/s), as perftest's")
 	fs.IntVar(&p.MaxReports, "max_reports", 0, "with --run_infinitely: stop after this many reports (0: until SIGINT)")
@@ -278,6 +285,9 @@ func (p *Params) check() error {
 	}
 	if p.HeldWait < 0 || p.HeldWait > verbs.DefaultHeldWait {
 		errs = append(errs, fmt.Sprintf("--held-wait %v: want 0 .. %v", p.HeldWait, verbs.DefaultHeldWait))
+	}
+	if p.InProcess && p.NICConfig == "" {
+		errs = append(errs, "--in-process: no NIC config: pass --nic-config FILE (the host's mrc-nicd config; mrc-testbed writes <run dir>/host/<host>.nic.yaml and exec sets MRC_NIC_CONFIG)")
 	}
 	if p.Kind == Lat && p.Bidir {
 		errs = append(errs, "-b: the latency test is a ping-pong already")

@@ -102,7 +102,23 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	if p.JSON {
 		s.out, s.diag = io.Discard, stderr
 	}
-	s.dev, err = verbs.OpenWith(p.Device, verbs.Options{Spin: p.Spin, HeldWait: p.HeldWait, NoRing: p.NoRing})
+	dev, vo := p.Device, verbs.Options{Spin: p.Spin, HeldWait: p.HeldWait, NoRing: p.NoRing}
+	if p.InProcess {
+		nic, err := startInProcessNIC(ctx, p.NICConfig, stderr)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if e := nic.stop(); e != nil && err == nil {
+				err = fmt.Errorf("--in-process: the NIC: %w", e)
+			}
+		}()
+		dev, vo.Cooperative = nic.sock, true
+		if vo.Spin == 0 {
+			vo.Spin = inProcessSpin
+		}
+	}
+	s.dev, err = verbs.OpenWith(dev, vo)
 	if err != nil {
 		return err
 	}
@@ -422,7 +438,7 @@ func (s *session) poll(ctx context.Context, spin bool, deadline time.Time) ([]ve
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if spin {
+		if spin && !s.p.InProcess { // an in-process NIC's wait yields to it instead (WaitCQ)
 			// A short spin keeps the latency test off the scheduler's
 			// wakeup path.
 			for i := 0; i < 2000; i++ {

@@ -37,7 +37,18 @@ type Options struct {
 	NoRing bool
 	// Layout is the ring sizes (zero: shmring.DefaultLayout).
 	Layout shmring.Layout
+	// Cooperative is for a device whose daemon runs in this process on
+	// the same single P (nic/daemon Options.Cooperative, GOMAXPROCS=1):
+	// waits never block in the kernel, where they would keep the P from
+	// the daemon's loop. WaitCQ yields the P (runtime.Gosched) for Spin,
+	// so the loop runs a turn between two looks at the ring, and then naps
+	// on the runtime's timers, a millisecond at most; HeldWait is not
+	// used. Only with the ring.
+	Cooperative bool
 }
+
+// coopNap is the longest nap of a cooperative wait (Options.Cooperative).
+const coopNap = time.Millisecond
 
 // DefaultSpin is Open's completion spin budget, chosen by measurement on a
 // 2-vCPU VM shared with other load (docs/performance.md): spinning did not
@@ -280,6 +291,11 @@ func (d *Device) waitSQRoom(r *ring) error {
 		if d.dead.Load() {
 			return d.deadErr()
 		}
+		if d.coop {
+			// The daemon's loop takes the work once it has the P.
+			runtime.Gosched()
+			continue
+		}
 		// Bounded: a daemon that stopped taking work is noticed through
 		// the socket (dead), checked every round.
 		r.app.Wait(v, 100*time.Millisecond)
@@ -318,6 +334,9 @@ func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 		d.mu.Unlock()
 		return n > 0
 	}
+	if d.coop {
+		return d.waitRingCoop(r, timeout, start, ready)
+	}
 	if d.spin > 0 {
 		for i := 0; ; i++ {
 			if r.app.CQPending() {
@@ -354,6 +373,35 @@ func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 			continue
 		}
 		r.app.Wait(v, wait)
+	}
+}
+
+// waitRingCoop is waitRing for a cooperative device: yield the P to the
+// daemon's loop between looks for Spin, then nap (Options.Cooperative).
+func (d *Device) waitRingCoop(r *ring, timeout time.Duration, start time.Time, ready func() bool) (bool, error) {
+	for i := 0; ; i++ {
+		if r.app.CQPending() {
+			return true, nil
+		}
+		if i&15 == 15 && ready() {
+			return true, nil
+		}
+		if d.dead.Load() {
+			return false, d.deadErr()
+		}
+		since := time.Since(start)
+		if timeout >= 0 && since >= timeout {
+			return ready(), nil
+		}
+		if since < d.spin {
+			runtime.Gosched()
+			continue
+		}
+		nap := coopNap
+		if timeout >= 0 {
+			nap = min(nap, timeout-since)
+		}
+		time.Sleep(nap)
 	}
 }
 

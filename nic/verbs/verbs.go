@@ -122,6 +122,7 @@ type Device struct {
 	ring     *ring
 	sqmu     sync.Mutex // serialises the SQ's producers
 	spin     time.Duration
+	coop     bool // Options.Cooperative
 	heldWait time.Duration
 }
 
@@ -182,7 +183,7 @@ func open(ctx context.Context, path string, o Options) (*Device, error) {
 		c.SetDeadline(t)
 	}
 	d := &Device{conn: c, path: path, pending: map[uint32]chan vproto.Reply{},
-		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin, heldWait: o.HeldWait}
+		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin, heldWait: o.HeldWait, coop: o.Cooperative}
 	go d.reader()
 	var info DeviceInfo
 	if err := d.call(vproto.TypeHello, vproto.Hello{Version: vproto.Version,

@@ -66,7 +66,8 @@ func GroupEnv(p *plan.Plan, hosts []*plan.Host, i int) []string {
 
 // HostEnv is what a command run in host h gets (alone or in a group): its
 // NIC's device socket, which every verbs tool reads when -d is not given,
-// the host's name, and every host's management address by name (hostmap:
+// its NIC's config (MRC_NIC_CONFIG: the perftest-like tools' --in-process
+// NIC opens the host's ports from it), the host's name, and every host's management address by name (hostmap:
 // `mrc-write-bw h3` dials h3's). They override the caller's: a device
 // socket of the machine outside (or of another host) is never the right
 // one here.
@@ -75,7 +76,7 @@ func HostEnv(p *plan.Plan, h *plan.Host) []string {
 	for i := range p.Hosts {
 		names[p.Hosts[i].Name] = p.Hosts[i].MgmtAddr.Addr()
 	}
-	return []string{"MRC_DEVICE=" + NICSocket(h), "MRC_HOST=" + h.Name, hostmap.Env + "=" + hostmap.Format(names)}
+	return []string{"MRC_DEVICE=" + NICSocket(h), "MRC_NIC_CONFIG=" + h.NICConfig, "MRC_HOST=" + h.Name, hostmap.Env + "=" + hostmap.Format(names)}
 }
 
 // ExecGroup runs argv in every host of group at once, member i with

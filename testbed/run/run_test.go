@@ -632,7 +632,7 @@ func TestNICHookExecMgmt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Exec(context.Background(), dir, "h2", []string{"sh", "-c", "echo dev=$MRC_DEVICE host=$MRC_HOST hosts=$MRC_HOSTS"}, nil, envOut, envOut); err != nil {
+	if err := Exec(context.Background(), dir, "h2", []string{"sh", "-c", "echo dev=$MRC_DEVICE nic=$MRC_NIC_CONFIG host=$MRC_HOST hosts=$MRC_HOSTS"}, nil, envOut, envOut); err != nil {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(envOut.Name())
@@ -643,7 +643,7 @@ func TestNICHookExecMgmt(t *testing.T) {
 		hosts = append(hosts, h.Name+"="+h.MgmtAddr.Addr().String())
 	}
 	slices.Sort(hosts)
-	if want := fmt.Sprintf("dev=%s host=h2 hosts=%s\n", NICSocket(&p.Hosts[2]), strings.Join(hosts, ",")); string(b) != want {
+	if want := fmt.Sprintf("dev=%s nic=%s host=h2 hosts=%s\n", NICSocket(&p.Hosts[2]), p.Hosts[2].NICConfig, strings.Join(hosts, ",")); string(b) != want {
 		t.Errorf("exec h2 environment: %q, want %q", b, want)
 	}
 	if err := Exec(context.Background(), dir, "nope", []string{"true"}, nil, out, out); err == nil {

@@ -70,6 +70,27 @@ func RunWith(planes int, tune func(host int, c *config.Config)) (*Pair, error) {
 // is 1 or 2; nil: unwrapped) before its daemon gets them: tests that watch
 // or disturb what a daemon sends and receives.
 func RunPorts(planes int, tune func(host int, c *config.Config), wrap func(host int, p *xsk.PipePort) xsk.Port) (*Pair, error) {
+	return run(planes, tune, wrap, false)
+}
+
+// StartCooperative runs two cooperative daemons (daemon.Options.Cooperative:
+// the loops share the program's Ps with the applications, as an in-process
+// NIC's does) until the test ends; the caller sets GOMAXPROCS.
+func StartCooperative(t testing.TB, planes int, tune func(host int, c *config.Config)) *Pair {
+	t.Helper()
+	pr, err := run(planes, tune, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pr.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return pr
+}
+
+func run(planes int, tune func(host int, c *config.Config), wrap func(host int, p *xsk.PipePort) xsk.Port, coop bool) (*Pair, error) {
 	dir, err := os.MkdirTemp("", "mrcnic")
 	if err != nil {
 		return nil, err
@@ -96,7 +117,7 @@ func RunPorts(planes int, tune func(host int, c *config.Config), wrap func(host 
 				ports[k] = wrap(i+1, p)
 			}
 		}
-		d, err := daemon.New(daemon.Options{Config: cfg, Ports: ports, Logger: log})
+		d, err := daemon.New(daemon.Options{Config: cfg, Ports: ports, Logger: log, Cooperative: coop})
 		if err != nil {
 			pr.Close()
 			return nil, err
