@@ -740,6 +740,11 @@ func (r *benchNICResult) ratios() []ratio {
 			}
 			short := strings.TrimSuffix(strings.TrimPrefix(m, "mrc-write-lat "), " t_typical (half RTT), µs")
 			per(path, m, mUDP, "lat "+short+" / UDP ping-pong", "lower")
+			if strings.Contains(m, ", in-process NIC") {
+				// One thread a side polling its socket: the spinning floor's shape.
+				per(path, m, mRawPingSpin, "lat "+short+" / raw AF_XDP ping-pong, spinning", "lower")
+				continue
+			}
 			per(path, m, mRawPingHandoff, "lat "+short+" / raw AF_XDP ping-pong with hand-offs", "lower")
 		}
 		// The floors against the kernel: what AF_XDP itself, and a daemon's
