@@ -45,8 +45,10 @@ const usage = `usage:
               a switch port (p0-t0-0:u1) or a switch (p0-t1-1)
   mrc-testbed exec [--dir RUNDIR | --prefix P] NODE -- CMD...
       NODE: a host (h0), a switch (p0-t1-1) or mgmt; in a host CMD gets
-      MRC_DEVICE=<its NIC socket>, MRC_HOST and MRC_HOSTS=h0=<mgmt addr>,...,
-      so the verbs tools need no -d and take host names: exec h0 -- mrc-write-bw h3
+      MRC_DEVICE=<its NIC socket>, MRC_NIC_CONFIG=<its NIC config>, MRC_HOST and
+      MRC_HOSTS=h0=<mgmt addr>,..., so the verbs tools need no -d and take host
+      names: exec h0 -- mrc-write-bw h3 (and, on a testbed up without --nics,
+      exec h0 -- mrc-write-lat --in-process h3)
   mrc-testbed exec [--dir RUNDIR | --prefix P] h0,h1,... | hosts -- CMD...
       a group: CMD runs in every listed host (hosts: all) at once, member i
       with MRC_RANK=i MRC_NRANKS=n MRC_RENDEZVOUS=<first host's mgmt address>

@@ -299,6 +299,14 @@ func TestParse(t *testing.T) {
 	if _, err := Parse(Lat, []string{"-q", "3"}, &bytes.Buffer{}); err == nil {
 		t.Error("lat -q 3 parsed")
 	}
+	t.Setenv("MRC_NIC_CONFIG", "")
+	if _, err := Parse(Lat, []string{"--in-process"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--nic-config") {
+		t.Errorf("--in-process without a NIC config: %v, want an error naming --nic-config", err)
+	}
+	t.Setenv("MRC_NIC_CONFIG", "/run/tb/host/h0.nic.yaml")
+	if ip, err := Parse(Lat, []string{"h1", "--in-process"}, &bytes.Buffer{}); err != nil || !ip.InProcess || ip.NICConfig != "/run/tb/host/h0.nic.yaml" {
+		t.Errorf("--in-process with MRC_NIC_CONFIG: %+v, %v", ip, err)
+	}
 	if r, err := Parse(BW, []string{"--run_infinitely"}, &bytes.Buffer{}); err != nil || r.Duration != 5 {
 		t.Errorf("run_infinitely default duration: %+v %v", r, err)
 	}
