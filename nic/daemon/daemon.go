@@ -56,13 +56,14 @@ type Options struct {
 	// Cooperative runs the engine loop as an ordinary goroutine that shares
 	// the program's one P with the application in the same process (a
 	// library NIC: mrc-write-lat --in-process). It never blocks in the
-	// kernel: while busy it yields the P (runtime.Gosched) at every idle
-	// turn and after every turn that delivered completions, so a goroutine
-	// it woke runs on the same thread at once, with no thread wake-up; when
-	// idle it naps on the runtime's timers (at most coopNap), so a frame
-	// that arrives then waits up to a nap. The caller sets GOMAXPROCS to 1
-	// and polls its completions the same way (verbs.Options.Cooperative).
-	// One engine thread only.
+	// kernel: it yields the P (runtime.Gosched) after every turn, so a
+	// goroutine its completions made runnable runs on the same thread at
+	// once, with no thread wake-up; after busy_poll without work it naps
+	// on the runtime's timers (at most coopNap), so a frame that arrives
+	// then waits up to a nap. The caller sets GOMAXPROCS to 1 and polls
+	// its completions the same way (verbs.Options.Cooperative); with more
+	// Ps the loop still runs, as a spinning loop on a P of its own. One
+	// engine thread only.
 	Cooperative bool
 
 	// shard is set on the daemons of one NIC's engine threads (shard.go).
