@@ -637,10 +637,13 @@ func (d *Daemon) begin() {
 }
 
 // coopNap bounds a cooperative loop's idle naps (Options.Cooperative): the
-// longest a frame that arrives while it naps waits. The runtime's timers
-// sleep in whole milliseconds when nothing else runs, so a shorter bound
-// would not be kept.
-const coopNap = time.Millisecond
+// longest a frame or a post waits while the application spins. The
+// scheduler runs the timers at every goroutine switch, so while the
+// application yields the nap ends on time; with nothing to run, the thread
+// sleeps in the runtime's poller, whose timeout is whole milliseconds, so
+// an idle NIC wakes about a thousand times a second whatever the bound.
+// At 1 ms the first message of a latency test waited up to that long.
+const coopNap = 50 * time.Microsecond
 
 // coopLoop is the loop of a cooperative daemon: the same turns, on an
 // ordinary goroutine that yields its P after each one and naps on the

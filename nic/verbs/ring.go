@@ -42,13 +42,15 @@ type Options struct {
 	// waits never block in the kernel, where they would keep the P from
 	// the daemon's loop. WaitCQ yields the P (runtime.Gosched) for Spin,
 	// so the loop runs a turn between two looks at the ring, and then naps
-	// on the runtime's timers, a millisecond at most; HeldWait is not
-	// used. Only with the ring.
+	// on the runtime's timers, 50 µs at most; HeldWait is not used. Only
+	// with the ring.
 	Cooperative bool
 }
 
-// coopNap is the longest nap of a cooperative wait (Options.Cooperative).
-const coopNap = time.Millisecond
+// coopNap is the longest nap of a cooperative wait (Options.Cooperative),
+// nic/daemon's own bound: the wait's timer ends it on time while the loop
+// yields the P.
+const coopNap = 50 * time.Microsecond
 
 // DefaultSpin is Open's completion spin budget, chosen by measurement on a
 // 2-vCPU VM shared with other load (docs/performance.md): spinning did not
