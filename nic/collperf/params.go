@@ -68,6 +68,10 @@ type Params struct {
 	Timeout    time.Duration
 	Stall      time.Duration
 	JSON       bool
+	// InProcess runs the NIC inside the tool (nic/inprocess) from the
+	// mrc-nicd config NICConfig instead of connecting to Device.
+	InProcess bool
+	NICConfig string
 
 	// OnListen (tests): rank 0's rendezvous address once it listens.
 	OnListen func(string) `json:"-"`
@@ -162,6 +166,8 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	fs.StringVar(&p.Rendezvous, "rendezvous", os.Getenv("MRC_RENDEZVOUS"),
 		fmt.Sprintf("rank 0's management address, host[:port] (default port %d; env MRC_RENDEZVOUS); rank 0 listens there", rendezvous.DefaultPort))
 	fs.StringVar(&p.Device, "device", envStr("MRC_DEVICE", DefaultDevice), "mrc-nicd's device socket (env MRC_DEVICE)")
+	fs.BoolVar(&p.InProcess, "in-process", false, "run the NIC inside this rank instead of connecting to mrc-nicd: it opens the host's ports from --nic-config and runs the engine on the rank's own thread (the host's mrc-nicd must not run; docs/nic.md, The in-process NIC)")
+	fs.StringVar(&p.NICConfig, "nic-config", os.Getenv("MRC_NIC_CONFIG"), "with --in-process: the host's mrc-nicd config (env MRC_NIC_CONFIG, which mrc-testbed exec sets)")
 	fs.StringVar(&p.Transport, "transport", "mrc", "transport of every QP: "+transportsHelp)
 	fs.IntVar(&p.QPs, "qps", 1, "QPs per peer (messages are striped over them)")
 	fs.IntVar(&p.Slots, "slots", 8, "receive FIFO slots per QP (messages in flight)")
@@ -191,6 +197,7 @@ func Parse(kind Kind, args []string, stderr io.Writer) (*Params, error) {
 	[--rank <r>] [--nranks <n>]                   env MRC_RANK, MRC_NRANKS
 	[--rendezvous <rank 0 mgmt host[:port]>]      env MRC_RENDEZVOUS; port %d
 	[--device <mrc-nicd socket>]                  env MRC_DEVICE; default %s
+	[--in-process [--nic-config <file>]]          the NIC inside this rank, from the host's mrc-nicd config (env MRC_NIC_CONFIG)
 	[--transport %s]
 	[--qps <QPs per peer>]                        default 1
 	[--slots <n>] [--slot_bytes <bytes>]          receive FIFO per QP: default 8 x 64K%s
@@ -232,6 +239,9 @@ func (p *Params) check() error {
 	}
 	if p.StepFactor > 1 && p.MinBytes == 0 && p.MaxBytes > 0 {
 		bad("-b 0 with -f %d never grows: start at -b 4 or more", p.StepFactor)
+	}
+	if p.InProcess && p.NICConfig == "" {
+		bad("--in-process: no NIC config: pass --nic-config FILE (the host's mrc-nicd config; mrc-testbed exec sets MRC_NIC_CONFIG)")
 	}
 	if p.Iters < 1 || p.Iters > 100000 {
 		bad("-n %d: want 1..100000", p.Iters)

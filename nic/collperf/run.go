@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/nic/collective"
+	"github.com/softmrc/softmrc/nic/inprocess"
 	"github.com/softmrc/softmrc/nic/rendezvous"
 	"github.com/softmrc/softmrc/nic/verbs"
 )
@@ -29,14 +30,30 @@ var ErrWrong = fmt.Errorf("wrong elements found")
 // Run runs the test on this rank; rank 0 prints the banner and the table to
 // stdout. Every rank stops by itself: on completion, on an error of any
 // rank, after --stall without progress, or after --timeout.
-func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
+func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	qpc, err := parseTransport(p.Transport)
 	if err != nil {
 		return err
 	}
-	dev, err := verbs.Open(p.Device)
+	var dev *verbs.Device
+	devName := p.Device
+	if p.InProcess {
+		var nic *inprocess.NIC
+		if nic, err = inprocess.Start(ctx, p.NICConfig, stderr); err != nil {
+			return err
+		}
+		defer func() {
+			if e := nic.Stop(); e != nil && err == nil {
+				err = fmt.Errorf("--in-process: the NIC: %w", e)
+			}
+		}()
+		devName = "in-process NIC of " + p.NICConfig
+		dev, err = verbs.OpenWith(nic.Socket(), verbs.Options{Cooperative: true, Spin: inprocess.Spin})
+	} else {
+		dev, err = verbs.Open(p.Device)
+	}
 	if err != nil {
 		return err
 	}
@@ -48,7 +65,7 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) error {
 	}
 	defer g.Close()
 	info := dev.Info()
-	me, _ := json.Marshal(rankDesc{Host: info.Host, PID: os.Getpid(), Device: p.Device, Planes: len(info.Ports), EVs: info.EVs})
+	me, _ := json.Marshal(rankDesc{Host: info.Host, PID: os.Getpid(), Device: devName, Planes: len(info.Ports), EVs: info.EVs})
 	descs, err := g.AllGather(ctx, me)
 	if err != nil {
 		return err

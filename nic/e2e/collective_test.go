@@ -218,3 +218,24 @@ func (tb *testbed) totalFaultDrops(t *testing.T) uint64 {
 	}
 	return sum
 }
+
+// TestTestbedCollectivesInProcess runs both collective tools with each
+// rank's NIC inside it (--in-process: mrc-testbed exec passes the host's
+// config), on clos-2p brought up without mrc-nicd: 3 ranks across T1s,
+// every element checked.
+func TestTestbedCollectivesInProcess(t *testing.T) {
+	requireNetns(t)
+	collTools(t)
+	tb := upTestbed(t, "clos-2p") // no host names: no mrc-nicd
+	for _, tool := range []string{"mrc-allreduce-perf", "mrc-alltoall-perf"} {
+		out, err := tb.group(t, "h0,h1,h3", tool, "--in-process", "-b", "4", "-e", "4M", "-f", "4", "-n", "3", "-w", "1", "-c", "1")
+		t.Logf("%s\n%s", tool, out)
+		if err != nil {
+			t.Fatalf("%s --in-process: %v", tool, err)
+		}
+		checkTable(t, out, 11)
+		if !strings.Contains(out, "in-process NIC of ") {
+			t.Errorf("%s --in-process: the banner does not name the in-process NIC", tool)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softmrc/softmrc/internal/hostmap"
+	"github.com/softmrc/softmrc/nic/inprocess"
 	"github.com/softmrc/softmrc/nic/verbs"
 )
 
@@ -104,18 +105,18 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	}
 	dev, vo := p.Device, verbs.Options{Spin: p.Spin, HeldWait: p.HeldWait, NoRing: p.NoRing}
 	if p.InProcess {
-		nic, err := startInProcessNIC(ctx, p.NICConfig, stderr)
-		if err != nil {
+		var nic *inprocess.NIC
+		if nic, err = inprocess.Start(ctx, p.NICConfig, stderr); err != nil {
 			return err
 		}
 		defer func() {
-			if e := nic.stop(); e != nil && err == nil {
+			if e := nic.Stop(); e != nil && err == nil {
 				err = fmt.Errorf("--in-process: the NIC: %w", e)
 			}
 		}()
-		dev, vo.Cooperative = nic.sock, true
+		dev, vo.Cooperative = nic.Socket(), true
 		if vo.Spin == 0 {
-			vo.Spin = inProcessSpin
+			vo.Spin = inprocess.Spin
 		}
 	}
 	s.dev, err = verbs.OpenWith(dev, vo)

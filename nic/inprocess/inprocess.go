@@ -1,4 +1,9 @@
-package perf
+// Package inprocess runs a soft NIC inside the calling program: mrc-nicd's
+// daemon (nic/daemon) built from a host's config, its loop sharing the
+// program's one P with the application (daemon.Options.Cooperative), and
+// serving the program alone on a private device socket. The perftest- and
+// nccl-tests-like tools' --in-process flag is this package.
+package inprocess
 
 import (
 	"context"
@@ -15,16 +20,14 @@ import (
 	"github.com/softmrc/softmrc/nic/daemon"
 )
 
-// inProcessSpin is a cooperative wait's default spin (verbs.Options.Spin
-// with Cooperative): yielding to the NIC's loop costs nothing the loop
-// does not need, so it lasts as long as a test's answer may take on a
-// busy machine; only then the wait naps.
-const inProcessSpin = 20 * time.Millisecond
+// Spin is a cooperative wait's default spin (verbs.Options.Spin with
+// Cooperative): yielding to the NIC's loop costs nothing the loop does not
+// need, so it lasts as long as a test's answer may take on a busy machine;
+// only then the wait naps.
+const Spin = 20 * time.Millisecond
 
-// inProcessNIC is the NIC of --in-process: mrc-nicd's daemon built from the
-// host's config and run on this program's one P (nic/daemon
-// Options.Cooperative), serving this tool alone on a private device socket.
-type inProcessNIC struct {
+// NIC is a running in-process NIC.
+type NIC struct {
 	sock   string
 	dir    string
 	cancel context.CancelFunc
@@ -32,11 +35,12 @@ type inProcessNIC struct {
 	procs  int // GOMAXPROCS before
 }
 
-// startInProcessNIC opens the ports of the config at path and starts the
-// NIC's loop. The program runs with one P until stop: the loop and the
-// test share it and hand it to each other (runtime.Gosched), so a
-// completion reaches the test without waking a thread.
-func startInProcessNIC(ctx context.Context, path string, logw io.Writer) (*inProcessNIC, error) {
+// Start opens the ports of the mrc-nicd config at path and starts the NIC's
+// loop; logw gets its warnings. The program runs with one P until Stop: the
+// loop and the application share it and hand it to each other
+// (runtime.Gosched), so a completion reaches the application without
+// waking a thread. Open the device with verbs.Options{Cooperative: true}.
+func Start(ctx context.Context, path string, logw io.Writer) (*NIC, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("--in-process: %w", err)
@@ -52,7 +56,7 @@ func startInProcessNIC(ctx context.Context, path string, logw io.Writer) (*inPro
 	// to serve: the in-process NIC has neither a user nor a port to share.
 	cfg.DeviceSocket = filepath.Join(dir, "nic.sock")
 	cfg.Metrics = ""
-	n := &inProcessNIC{sock: cfg.DeviceSocket, dir: dir, done: make(chan error, 1), procs: runtime.GOMAXPROCS(1)}
+	n := &NIC{sock: cfg.DeviceSocket, dir: dir, done: make(chan error, 1), procs: runtime.GOMAXPROCS(1)}
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})).With("host", cfg.Host, "nic", "in-process")
 	d, err := daemon.New(daemon.Options{Config: cfg, Logger: log, Cooperative: true})
 	if err != nil {
@@ -65,15 +69,18 @@ func startInProcessNIC(ctx context.Context, path string, logw io.Writer) (*inPro
 	rdy, rcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer rcancel()
 	if err := d.Ready(rdy); err != nil {
-		_ = n.stop()
+		_ = n.Stop()
 		return nil, fmt.Errorf("--in-process: the NIC's loop did not start: %w", err)
 	}
 	return n, nil
 }
 
-// stop shuts the NIC down (its QPs, its ports' XDP programs and sockets)
+// Socket is the NIC's private device socket, for verbs.OpenWith.
+func (n *NIC) Socket() string { return n.sock }
+
+// Stop shuts the NIC down (its QPs, its ports' XDP programs and sockets)
 // and gives the program its Ps back.
-func (n *inProcessNIC) stop() error {
+func (n *NIC) Stop() error {
 	n.cancel()
 	err := <-n.done
 	n.release()
@@ -83,7 +90,7 @@ func (n *inProcessNIC) stop() error {
 	return err
 }
 
-func (n *inProcessNIC) release() {
+func (n *NIC) release() {
 	os.RemoveAll(n.dir)
 	runtime.GOMAXPROCS(n.procs)
 }
