@@ -50,7 +50,7 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 			}
 		}()
 		devName = "in-process NIC of " + p.NICConfig
-		dev, err = verbs.OpenWith(nic.Socket(), verbs.Options{Cooperative: true, Spin: inprocess.Spin})
+		dev, err = verbs.OpenWith(nic.Socket(), nic.VerbsOptions())
 	} else {
 		dev, err = verbs.Open(p.Device)
 	}

@@ -65,6 +65,10 @@ type Options struct {
 	// Ps the loop still runs, as a spinning loop on a P of its own. One
 	// engine thread only.
 	Cooperative bool
+	// Notify, with Cooperative, is called after every loop turn that did
+	// work: nic/inprocess wakes the application's wait with it (the
+	// application then finds its completions, or room to post).
+	Notify func()
 
 	// shard is set on the daemons of one NIC's engine threads (shard.go).
 	shard *shardOpts
@@ -110,7 +114,9 @@ type Daemon struct {
 	// heldPoll: the loop's short sleeps keep its P (heldPollMax); set
 	// when the program has a P for every engine thread and one more.
 	heldPoll bool
-	coop     bool // Options.Cooperative: coopLoop
+	coop     bool        // Options.Cooperative: coopLoop (coop.go)
+	notify   func()      // Options.Notify
+	cp       *coopPoller // coop with pollable ports: the loop's park (coop.go)
 	cmds     chan func()
 	pq       postQueue
 	evfd     int
@@ -264,6 +270,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	d.heldPoll = holdsP(runtime.GOMAXPROCS(0), cfg.ThreadCount())
 	if opts.Cooperative {
 		d.coop, d.heldPoll = true, false // its loop holds no thread and no P of its own
+		d.notify = opts.Notify
 	}
 	d.pq.drained.L = &d.pq.mu
 	d.tele.init()
@@ -634,85 +641,6 @@ func (d *Daemon) begin() {
 			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
 		}
 	}
-}
-
-// coopNap bounds a cooperative loop's idle naps (Options.Cooperative): the
-// longest a frame or a post waits while the application spins. The
-// scheduler runs the timers at every goroutine switch, so while the
-// application yields the nap ends on time; with nothing to run, the thread
-// sleeps in the runtime's poller, whose timeout is whole milliseconds, so
-// an idle NIC wakes about a thousand times a second whatever the bound.
-// At 1 ms the first message of a latency test waited up to that long.
-const coopNap = 50 * time.Microsecond
-
-// coopLoop is the loop of a cooperative daemon: the same turns, on an
-// ordinary goroutine that yields its P after each one and naps on the
-// runtime's timers when busy_poll has passed without work.
-func (d *Daemon) coopLoop(ctx context.Context) error {
-	defer close(d.stopped)
-	defer d.closePosts()
-	// The goroutine moves between threads: a thread's statistics say
-	// nothing about it, and spinning is the point of this mode.
-	d.gaps.read, d.gaps.maxNs = func() (schedStat, bool) { return schedStat{}, false }, &d.c.gapMaxNs
-	d.begin()
-	busy := d.cfg.BusyPollFor()
-	lastWork := time.Now()
-	for {
-		if ctx.Err() != nil {
-			d.running.Store(false)
-			d.shutdownQPs()
-			return nil
-		}
-		work := d.turn()
-		d.wokeApp = false
-		// A goroutine this turn's completions made runnable (the
-		// application polling its ring) runs now, on this thread.
-		runtime.Gosched()
-		if work > 0 {
-			lastWork = time.Now()
-			continue
-		}
-		if time.Since(lastWork) < busy {
-			d.c.spinTurns.Add(1)
-			continue
-		}
-		d.coopIdle()
-	}
-}
-
-// coopIdle is idle for a cooperative loop: kick what the ports hold, then
-// nap until the engine's next deadline, at most coopNap, on the runtime's
-// timers, which leave the P to the application meanwhile. A blocking
-// system call would keep the P from it (the runtime hands a P over from a
-// blocked thread only after 20 µs to 10 ms).
-func (d *Daemon) coopIdle() {
-	now := d.now()
-	dl := min(d.eng.NextDeadline(), d.probeDeadline())
-	for i := range d.txq {
-		if t := d.txq[i].next(now); t < dl {
-			dl = t
-		}
-	}
-	dl = min(dl, d.tele.next)
-	if t := d.delayDeadline(); t != mrc.Never {
-		dl = min(dl, t-d.clk.debt)
-	}
-	for _, p := range d.ports {
-		_ = p.Wait(0) // kicks pending transmissions and reclaims completions
-	}
-	wait := coopNap
-	if dl != mrc.Never {
-		wait = min(wait, time.Duration(dl-now))
-	}
-	if wait <= 0 {
-		return
-	}
-	d.c.sleeps.Add(1)
-	slept := time.Now()
-	time.Sleep(wait)
-	s := time.Since(slept)
-	d.clk.asleep(s)
-	d.gapSlept += mrc.Time(min(s, wait))
 }
 
 // turn is one run-loop iteration: requests, frames, completions, transmit.

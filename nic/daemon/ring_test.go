@@ -503,11 +503,24 @@ func TestYieldAfterAppWake(t *testing.T) {
 // and back by yielding the P, so neither loop sleeps in the kernel for a
 // doorbell to ring and no application sleeps for the loop to wake.
 func TestCooperativePingPong(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(p *daemontest.Pair, i int) verbs.Options
+	}{
+		{"waits park on Notify", (*daemontest.Pair).CoopOptions},
+		{"waits spin", func(*daemontest.Pair, int) verbs.Options {
+			return verbs.Options{Cooperative: true, Spin: time.Second}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCooperativePingPong(t, tc.opts) })
+	}
+}
+
+func testCooperativePingPong(t *testing.T, opts func(p *daemontest.Pair, i int) verbs.Options) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	p := daemontest.StartCooperative(t, 2, nil)
-	o := verbs.Options{Cooperative: true, Spin: time.Second}
-	a := openWith(t, p.Sock[0], 1<<16, o)
-	b := openWith(t, p.Sock[1], 1<<16, o)
+	a := openWith(t, p.Sock[0], 1<<16, opts(p, 0))
+	b := openWith(t, p.Sock[1], 1<<16, opts(p, 1))
 	if !a.dev.Ring() || !b.dev.Ring() {
 		t.Fatal("the sessions are not on the shared-memory rings")
 	}

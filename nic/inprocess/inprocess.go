@@ -14,20 +14,18 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/daemon"
+	"github.com/softmrc/softmrc/nic/verbs"
 )
-
-// Spin is a cooperative wait's default spin (verbs.Options.Spin with
-// Cooperative): yielding to the NIC's loop costs nothing the loop does not
-// need, so it lasts as long as a test's answer may take on a busy machine;
-// only then the wait naps.
-const Spin = 20 * time.Millisecond
 
 // NIC is a running in-process NIC.
 type NIC struct {
+	d      *daemon.Daemon
+	notify chan struct{}
 	sock   string
 	dir    string
 	cancel context.CancelFunc
@@ -39,7 +37,7 @@ type NIC struct {
 // loop; logw gets its warnings. The program runs with one P until Stop: the
 // loop and the application share it and hand it to each other
 // (runtime.Gosched), so a completion reaches the application without
-// waking a thread. Open the device with verbs.Options{Cooperative: true}.
+// waking a thread. Open the device with VerbsOptions.
 func Start(ctx context.Context, path string, logw io.Writer) (*NIC, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -58,11 +56,21 @@ func Start(ctx context.Context, path string, logw io.Writer) (*NIC, error) {
 	cfg.Metrics = ""
 	n := &NIC{sock: cfg.DeviceSocket, dir: dir, done: make(chan error, 1), procs: runtime.GOMAXPROCS(1)}
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})).With("host", cfg.Host, "nic", "in-process")
-	d, err := daemon.New(daemon.Options{Config: cfg, Logger: log, Cooperative: true})
+	n.notify = make(chan struct{}, 1)
+	d, err := daemon.New(daemon.Options{Config: cfg, Logger: log, Cooperative: true, Notify: func() {
+		select {
+		case n.notify <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}})
 	if err != nil {
 		n.release()
-		return nil, fmt.Errorf("--in-process: %w (the in-process NIC opens the host's ports itself: stop the host's mrc-nicd, or bring the testbed up without --nics)", err)
+		if errors.Is(err, syscall.EBUSY) {
+			return nil, fmt.Errorf("--in-process: %w (the in-process NIC opens the host's ports itself: stop the host's mrc-nicd, or bring the testbed up without --nics)", err)
+		}
+		return nil, fmt.Errorf("--in-process: %w", err)
 	}
+	n.d = d
 	rctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- d.Run(rctx) }()
@@ -77,6 +85,13 @@ func Start(ctx context.Context, path string, logw io.Writer) (*NIC, error) {
 
 // Socket is the NIC's private device socket, for verbs.OpenWith.
 func (n *NIC) Socket() string { return n.sock }
+
+// VerbsOptions are the options to open Socket with: a cooperative device
+// whose waits park until the loop did work and whose posts wake the loop.
+// Spin stays 0: parking and waking are goroutine switches on one thread.
+func (n *NIC) VerbsOptions() verbs.Options {
+	return verbs.Options{Cooperative: true, Notify: n.notify, Kick: n.d.Wake}
+}
 
 // Stop shuts the NIC down (its QPs, its ports' XDP programs and sockets)
 // and gives the program its Ps back.

@@ -114,10 +114,9 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 				err = fmt.Errorf("--in-process: the NIC: %w", e)
 			}
 		}()
-		dev, vo.Cooperative = nic.Socket(), true
-		if vo.Spin == 0 {
-			vo.Spin = inprocess.Spin
-		}
+		spin := vo.Spin
+		dev, vo = nic.Socket(), nic.VerbsOptions()
+		vo.Spin = spin
 	}
 	s.dev, err = verbs.OpenWith(dev, vo)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,13 +39,20 @@ type Options struct {
 	// Layout is the ring sizes (zero: shmring.DefaultLayout).
 	Layout shmring.Layout
 	// Cooperative is for a device whose daemon runs in this process on
-	// the same single P (nic/daemon Options.Cooperative, GOMAXPROCS=1):
-	// waits never block in the kernel, where they would keep the P from
-	// the daemon's loop. WaitCQ yields the P (runtime.Gosched) for Spin,
-	// so the loop runs a turn between two looks at the ring, and then naps
-	// on the runtime's timers, 50 µs at most; HeldWait is not used. Only
-	// with the ring.
+	// the same single P (nic/daemon Options.Cooperative, GOMAXPROCS=1;
+	// nic/inprocess sets this and the two hooks below): waits never block
+	// in the kernel, where they would keep the P from the daemon's loop.
+	// WaitCQ yields the P (runtime.Gosched) for Spin, so the loop runs a
+	// turn between two looks at the ring, and then parks on Notify (or,
+	// without it, naps 50 µs at a time); HeldWait is not used. Only with
+	// the ring.
 	Cooperative bool
+	// Notify, with Cooperative, receives a value after each of the loop's
+	// turns that did work (nic/daemon Options.Notify): a wait parks on it.
+	Notify <-chan struct{}
+	// Kick, with Cooperative, is called after each post: it wakes the loop
+	// if it sleeps (nic/daemon Daemon.Wake), in place of the doorbell.
+	Kick func()
 }
 
 // coopNap is the longest nap of a cooperative wait (Options.Cooperative),
@@ -269,9 +277,15 @@ func (d *Device) postRawRing(r *ring, wrs []vproto.WR) error {
 	return nil
 }
 
-// publish stores the SQ tail and rings the doorbell if the daemon sleeps.
+// publish stores the SQ tail and rings the doorbell if the daemon sleeps
+// (a cooperative device's loop: Kick).
 func (d *Device) publish(r *ring) {
-	if r.app.SQPublish() {
+	need := r.app.SQPublish()
+	if d.kick != nil {
+		d.kick()
+		return
+	}
+	if need {
 		r.app.Rang()
 		one := [8]byte{1}
 		_, _ = unix.Write(r.bell, one[:]) // EAGAIN: the counter is full, the daemon is awake anyway
@@ -295,7 +309,7 @@ func (d *Device) waitSQRoom(r *ring) error {
 		}
 		if d.coop {
 			// The daemon's loop takes the work once it has the P.
-			runtime.Gosched()
+			d.coopPause(time.Now().Add(100 * time.Millisecond))
 			continue
 		}
 		// Bounded: a daemon that stopped taking work is noticed through
@@ -399,13 +413,42 @@ func (d *Device) waitRingCoop(r *ring, timeout time.Duration, start time.Time, r
 			runtime.Gosched()
 			continue
 		}
-		nap := coopNap
+		until := start.Add(100 * time.Millisecond) // d.dead is checked at least this often
 		if timeout >= 0 {
-			nap = min(nap, timeout-since)
+			until = start.Add(timeout)
 		}
-		time.Sleep(nap)
+		d.coopPause(until)
 	}
 }
+
+// coopPause waits, without blocking in the kernel, until the daemon's loop
+// did work (Notify) or until passes; without Notify it naps.
+func (d *Device) coopPause(until time.Time) {
+	left := time.Until(until)
+	if left <= 0 {
+		return
+	}
+	if d.notify == nil {
+		time.Sleep(min(coopNap, left))
+		return
+	}
+	t := coopTimers.Get().(*time.Timer)
+	t.Reset(left)
+	select {
+	case <-d.notify:
+	case <-t.C:
+	}
+	t.Stop() // since Go 1.23 a stopped timer's channel holds no stale value
+	coopTimers.Put(t)
+}
+
+// coopTimers spares each cooperative wait a timer allocation; waits on
+// one device may run at once (several goroutines in WaitCQ).
+var coopTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // closeRing unmaps the ring once no caller uses it.
 func (d *Device) closeRing() {

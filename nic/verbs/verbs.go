@@ -123,6 +123,8 @@ type Device struct {
 	sqmu     sync.Mutex // serialises the SQ's producers
 	spin     time.Duration
 	coop     bool // Options.Cooperative
+	notify   <-chan struct{}
+	kick     func()
 	heldWait time.Duration
 }
 
@@ -183,7 +185,7 @@ func open(ctx context.Context, path string, o Options) (*Device, error) {
 		c.SetDeadline(t)
 	}
 	d := &Device{conn: c, path: path, pending: map[uint32]chan vproto.Reply{},
-		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin, heldWait: o.HeldWait, coop: o.Cooperative}
+		cqReady: make(chan struct{}, 1), mrs: map[uint32]*MR{}, done: make(chan struct{}), spin: o.Spin, heldWait: o.HeldWait, coop: o.Cooperative, notify: o.Notify, kick: o.Kick}
 	go d.reader()
 	var info DeviceInfo
 	if err := d.call(vproto.TypeHello, vproto.Hello{Version: vproto.Version,

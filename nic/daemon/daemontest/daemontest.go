@@ -16,6 +16,7 @@ import (
 	"github.com/softmrc/softmrc/internal/wire"
 	"github.com/softmrc/softmrc/nic/config"
 	"github.com/softmrc/softmrc/nic/daemon"
+	"github.com/softmrc/softmrc/nic/verbs"
 	"github.com/softmrc/softmrc/nic/xsk"
 )
 
@@ -40,8 +41,11 @@ type Pair struct {
 	Pipes   [2][]*xsk.PipePort
 	Daemons [2]*daemon.Daemon // for tests of the daemon itself (hooks, counters)
 	Configs [2]*config.Config
-	stop    [2]func() error
-	dir     string
+	// Notify are cooperative daemons' Options.Notify channels
+	// (StartCooperative); open a device with CoopOptions.
+	Notify [2]chan struct{}
+	stop   [2]func() error
+	dir    string
 }
 
 // Stop stops daemon i (0 or 1); it is safe to call twice.
@@ -117,7 +121,18 @@ func run(planes int, tune func(host int, c *config.Config), wrap func(host int, 
 				ports[k] = wrap(i+1, p)
 			}
 		}
-		d, err := daemon.New(daemon.Options{Config: cfg, Ports: ports, Logger: log, Cooperative: coop})
+		o := daemon.Options{Config: cfg, Ports: ports, Logger: log, Cooperative: coop}
+		if coop {
+			ch := make(chan struct{}, 1)
+			pr.Notify[i] = ch
+			o.Notify = func() {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+		d, err := daemon.New(o)
 		if err != nil {
 			pr.Close()
 			return nil, err
@@ -149,6 +164,13 @@ func run(planes int, tune func(host int, c *config.Config), wrap func(host int, 
 		pr.Daemons[i], pr.Configs[i] = d, cfg
 	}
 	return pr, nil
+}
+
+// CoopOptions are the verbs options of an application of cooperative
+// daemon i (0 or 1), as nic/inprocess gives them: waits park on its
+// Notify channel, posts wake its loop.
+func (p *Pair) CoopOptions(i int) verbs.Options {
+	return verbs.Options{Cooperative: true, Notify: p.Notify[i], Kick: p.Daemons[i].Wake}
 }
 
 // Start runs two daemons until the test ends.
