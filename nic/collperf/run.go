@@ -41,7 +41,10 @@ func Run(ctx context.Context, p *Params, stdout, stderr io.Writer) (err error) {
 	devName := p.Device
 	if p.InProcess {
 		var nic *inprocess.NIC
-		if nic, err = inprocess.Start(ctx, p.NICConfig, stderr); err != nil {
+		// The loop keeps mrc-nicd's spin gate: ranks may outnumber the
+		// host's cores (a testbed on a small VM), and spinning ranks then
+		// take the CPU the others need.
+		if nic, err = inprocess.Start(ctx, p.NICConfig, stderr, nil); err != nil {
 			return err
 		}
 		defer func() {

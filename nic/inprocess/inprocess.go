@@ -37,11 +37,15 @@ type NIC struct {
 // loop; logw gets its warnings. The program runs with one P until Stop: the
 // loop and the application share it and hand it to each other
 // (runtime.Gosched), so a completion reaches the application without
-// waking a thread. Open the device with VerbsOptions.
-func Start(ctx context.Context, path string, logw io.Writer) (*NIC, error) {
+// waking a thread. Open the device with VerbsOptions. edit, when not nil,
+// changes the config before the NIC starts.
+func Start(ctx context.Context, path string, logw io.Writer, edit func(*config.Config)) (*NIC, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("--in-process: %w", err)
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	if cfg.ThreadCount() > 1 {
 		cfg.Threads = 1 // one loop, on the tool's P

@@ -36,7 +36,7 @@ func TestStartFails(t *testing.T) {
 		{good, "mrcnoiface0"},
 	} {
 		var logs bytes.Buffer
-		n, err := Start(context.Background(), tc.path, &logs)
+		n, err := Start(context.Background(), tc.path, &logs, nil)
 		if err == nil {
 			n.Stop()
 			t.Fatalf("Start(%s) succeeded", tc.path)
