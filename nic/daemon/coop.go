@@ -33,7 +33,6 @@ func (d *Daemon) coopLoop(ctx context.Context) error {
 	// included (both wait for a CPU together).
 	stats := openThreadStats()
 	defer stats.close()
-	d.gaps.read, d.gaps.maxNs = stats.read, &d.c.gapMaxNs
 	if d.fdPoll {
 		var err error
 		if d.cp, err = newCoopPoller(d.pollFDs()); err != nil {
@@ -41,17 +40,10 @@ func (d *Daemon) coopLoop(ctx context.Context) error {
 		}
 	}
 	defer d.cp.close()
-	d.begin()
-	busy := d.cfg.BusyPollFor()
-	d.spin.offs = &d.c.spinOffs
-	if busy > 0 && !d.cfg.BusyPollAlways {
-		d.spin.read = stats.read // the spin gate, as the locked loop's (spingate.go)
-	}
+	busy := d.begin(stats)
 	lastWork := time.Now()
 	for {
-		if ctx.Err() != nil {
-			d.running.Store(false)
-			d.shutdownQPs()
+		if d.ended(ctx) {
 			return nil
 		}
 		work := d.turn()
@@ -91,16 +83,7 @@ func (d *Daemon) pollFDs() []int {
 // only P until the runtime's monitor takes it back (20 µs to 10 ms).
 func (d *Daemon) coopIdle(ctx context.Context) {
 	now := d.now()
-	dl := min(d.eng.NextDeadline(), d.probeDeadline())
-	for i := range d.txq {
-		if t := d.txq[i].next(now); t < dl {
-			dl = t
-		}
-	}
-	dl = min(dl, d.tele.next)
-	if t := d.delayDeadline(); t != mrc.Never {
-		dl = min(dl, t-d.clk.debt)
-	}
+	dl := d.nextDeadline(now)
 	wait := 100 * time.Millisecond // ctx is checked at least this often
 	if dl != mrc.Never {
 		wait = min(wait, time.Duration(dl-now))

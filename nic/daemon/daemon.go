@@ -595,18 +595,10 @@ func (d *Daemon) loop(ctx context.Context) error {
 	}
 	stats := openThreadStats() // after LockOSThread: the loop's thread
 	defer stats.close()
-	d.gaps.read, d.gaps.maxNs = stats.read, &d.c.gapMaxNs
-	d.begin()
-	busy := d.cfg.BusyPollFor()
-	d.spin.offs = &d.c.spinOffs
-	if busy > 0 && !d.cfg.BusyPollAlways {
-		d.spin.read = stats.read
-	}
+	busy := d.begin(stats)
 	var lastWork time.Time
 	for {
-		if ctx.Err() != nil {
-			d.running.Store(false)
-			d.shutdownQPs()
+		if d.ended(ctx) {
 			return nil
 		}
 		work := d.turn()
@@ -633,14 +625,23 @@ func (d *Daemon) loop(ctx context.Context) error {
 	}
 }
 
-// begin marks the loop running and tells the engine which ports are down.
-func (d *Daemon) begin() {
+// begin starts a loop whose thread's statistics stats reads: the gap
+// watch and the spin gate read them; it marks the loop running, tells the
+// engine which ports are down and returns how long to poll after work.
+func (d *Daemon) begin(stats *threadStats) (busy time.Duration) {
+	d.gaps.read, d.gaps.maxNs = stats.read, &d.c.gapMaxNs
+	busy = d.cfg.BusyPollFor()
+	d.spin.offs = &d.c.spinOffs
+	if busy > 0 && !d.cfg.BusyPollAlways {
+		d.spin.read = stats.read // spingate.go
+	}
 	d.running.Store(true)
 	for i, p := range d.cfg.Ports {
 		if !d.portUp[i].Load() {
 			d.eng.SetPortState(d.now(), wire.Plane(p.Plane), false)
 		}
 	}
+	return busy
 }
 
 // turn is one run-loop iteration: requests, frames, completions, transmit.
@@ -816,10 +817,10 @@ func ppollHeld(fds []unix.PollFd, ts *unix.Timespec) {
 		uintptr(unsafe.Pointer(ts)), 0, 0, 0)
 }
 
-// idle sleeps until a port is readable, a request arrives, or the engine's
-// next deadline (or a retry of a port whose ring was full).
-func (d *Daemon) idle(ctx context.Context) {
-	now := d.now()
+// nextDeadline is when an idle loop must run again at the latest: the
+// engine's timers, the path probes, a retry of a port whose ring was full,
+// the telemetry sample, the delay lines (mrc.Never: none).
+func (d *Daemon) nextDeadline(now mrc.Time) mrc.Time {
 	dl := min(d.eng.NextDeadline(), d.probeDeadline())
 	for i := range d.txq {
 		if t := d.txq[i].next(now); t < dl {
@@ -830,6 +831,14 @@ func (d *Daemon) idle(ctx context.Context) {
 	if t := d.delayDeadline(); t != mrc.Never {
 		dl = min(dl, t-d.clk.debt) // the delay lines run on wall time
 	}
+	return dl
+}
+
+// idle sleeps until a port is readable, a request arrives, or the engine's
+// next deadline (or a retry of a port whose ring was full).
+func (d *Daemon) idle(ctx context.Context) {
+	now := d.now()
+	dl := d.nextDeadline(now)
 	wait := time.Duration(dl - now)
 	if dl == mrc.Never || wait > 100*time.Millisecond {
 		wait = 100 * time.Millisecond // ctx is checked at least this often
@@ -895,6 +904,17 @@ func (d *Daemon) idle(ctx context.Context) {
 			d.c.ringBells.Add(1)
 		}
 	}
+}
+
+// ended reports whether ctx ended; then it stops the loop's QPs, so that
+// posted work completes as flushed.
+func (d *Daemon) ended(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	d.running.Store(false)
+	d.shutdownQPs()
+	return true
 }
 
 // shutdownQPs destroys every QP so that posted work completes as flushed.

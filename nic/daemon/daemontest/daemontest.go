@@ -83,6 +83,12 @@ func RunPorts(planes int, tune func(host int, c *config.Config), wrap func(host 
 func StartCooperative(t testing.TB, planes int, tune func(host int, c *config.Config)) *Pair {
 	t.Helper()
 	pr, err := run(planes, tune, nil, true)
+	return untilEnd(t, pr, err)
+}
+
+// untilEnd fails t on err, else stops pr when t ends.
+func untilEnd(t testing.TB, pr *Pair, err error) *Pair {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +192,5 @@ func StartWith(t testing.TB, planes int, tune func(host int, c *config.Config)) 
 func StartPorts(t testing.TB, planes int, tune func(host int, c *config.Config), wrap func(host int, p *xsk.PipePort) xsk.Port) *Pair {
 	t.Helper()
 	pr, err := RunPorts(planes, tune, wrap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pr.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return pr
+	return untilEnd(t, pr, err)
 }
