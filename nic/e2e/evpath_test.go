@@ -88,8 +88,12 @@ func TestTestbedEVPathsAndPathMetrics(t *testing.T) {
 	if sent == 0 {
 		t.Fatalf("the per-path series count no packets:\n%s", grepLines(metrics, "mrc_path_"))
 	}
-	if !strings.Contains(metrics, `mrc_path_evs{peer="h3",plane="0",state="GOOD",t1="0"}`) {
-		t.Errorf("no mrc_path_evs state gauge:\n%s", grepLines(metrics, "mrc_path_evs"))
+	// The gauge of the path, in whatever state its EVs are by now: under
+	// load (CI runs packages side by side) a stalled loop's timeouts can
+	// leave a plane's EVs ASSUMED_BAD when the metrics are read, as the
+	// CI run at 71ab47e3 had plane 0's 72 EVs.
+	if !regexp.MustCompile(`(?m)^mrc_path_evs\{peer="h3",plane="0",state="[A-Z_]+",t1="0"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("no mrc_path_evs state gauge for plane 0, T1 0:\n%s", grepLines(metrics, "mrc_path_evs"))
 	}
 	t.Logf("%d EVs on %d paths -> %d series per counter; %d packets counted\n%s", len(rows), len(planesT1), len(series), sent, grepLines(metrics, "mrc_path_sent"))
 }
