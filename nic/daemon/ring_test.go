@@ -562,3 +562,41 @@ func TestCooperativeOneThread(t *testing.T) {
 		t.Fatalf("a cooperative NIC with 2 engine threads: %v, want an error naming one engine thread", err)
 	}
 }
+
+// TestCooperativeWaitParks: a cooperative wait with no limit that lasts
+// longer than its 100 ms check of the device parks all along. It used to
+// measure its pauses from the wait's start, and after 100 ms spun on a
+// pause that ended at once: a whole CPU until the completion came.
+func TestCooperativeWaitParks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := daemontest.StartCooperative(t, 1, nil)
+	a := openWith(t, p.Sock[0], 1<<16, p.CoopOptions(0))
+	b := openWith(t, p.Sock[1], 1<<16, p.CoopOptions(1))
+	connect(t, a, b)
+	pingPong(t, a, b, 1) // both loops and waits warmed up
+	const after = 500 * time.Millisecond
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	start := time.Now()
+	posted := make(chan error, 1)
+	time.AfterFunc(after, func() {
+		posted <- a.qp.PostSend(verbs.WriteImm(7, a.mr, 0, 8, b.mr.Addr, b.mr.RKey, 7))
+	})
+	ok, err := b.dev.WaitCQ(-1)
+	waited := time.Since(start)
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	if err != nil || !ok {
+		t.Fatalf("WaitCQ(-1): %v, %v", ok, err)
+	}
+	if err := <-posted; err != nil {
+		t.Fatal(err)
+	}
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	t.Logf("waited %v for the completion; the process used %v of CPU meanwhile", waited.Round(time.Millisecond), cpu.Round(time.Millisecond))
+	if waited < after {
+		t.Fatalf("the wait ended after %v, before the post at %v", waited, after)
+	}
+	if cpu > waited/2 {
+		t.Errorf("the process used %v of CPU in a %v wait: the wait spun instead of parking", cpu, waited)
+	}
+}

@@ -413,9 +413,11 @@ func (d *Device) waitRingCoop(r *ring, timeout time.Duration, start time.Time, r
 			runtime.Gosched()
 			continue
 		}
-		until := start.Add(100 * time.Millisecond) // d.dead is checked at least this often
-		if timeout >= 0 {
-			until = start.Add(timeout)
+		// From now, not from the wait's start: d.dead is checked at least
+		// every 100 ms, and a pause never ends at once.
+		until := time.Now().Add(100 * time.Millisecond)
+		if end := start.Add(timeout); timeout >= 0 && end.Before(until) {
+			until = end
 		}
 		d.coopPause(until)
 	}
