@@ -393,7 +393,8 @@ func (d *Device) waitRing(r *ring, timeout time.Duration) (bool, error) {
 }
 
 // waitRingCoop is waitRing for a cooperative device: yield the P to the
-// daemon's loop between looks for Spin, then nap (Options.Cooperative).
+// daemon's loop between looks for Spin, then park until the loop did work
+// (Options.Cooperative).
 func (d *Device) waitRingCoop(r *ring, timeout time.Duration, start time.Time, ready func() bool) (bool, error) {
 	for i := 0; ; i++ {
 		if r.app.CQPending() {
