@@ -600,3 +600,34 @@ func TestCooperativeWaitParks(t *testing.T) {
 		t.Errorf("the process used %v of CPU in a %v wait: the wait spun instead of parking", cpu, waited)
 	}
 }
+
+// TestCooperativeSQWaitParks: an in-process application that waits for
+// room in a full SQ parks on Notify and asks for no futex wake-up: the
+// daemon wakes no application. It used to set the SQ waiting flag first,
+// and the daemon made a futex call for every batch it took.
+func TestCooperativeSQWaitParks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := daemontest.StartCooperative(t, 1, nil)
+	lay := shmring.Layout{SQEntries: 16, CQEntries: 1024}
+	oa, ob := p.CoopOptions(0), p.CoopOptions(1)
+	oa.Layout, ob.Layout = lay, lay
+	a := openWith(t, p.Sock[0], 1<<16, oa)
+	b := openWith(t, p.Sock[1], 1<<16, ob)
+	connect(t, a, b)
+	before := daemonCounters(t, a.dev)
+	const n = 200
+	for i := 0; i < n; i++ { // 200 posts through a 16-slot SQ: waits for room
+		if err := a.qp.PostSend(verbs.Write(uint64(i), a.mr, 0, 64, b.mr.Addr, b.mr.RKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if c := waitCQE(t, a.dev); c.ID != uint64(i) || c.Status != verbs.StatusSuccess {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+	after := daemonCounters(t, a.dev)
+	if w := after["ring_app_wakes"] - before["ring_app_wakes"]; w != 0 {
+		t.Errorf("the daemon woke the application %d times: a cooperative wait for SQ room asks for no futex wake-up", w)
+	}
+}

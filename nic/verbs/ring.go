@@ -300,17 +300,21 @@ func (d *Device) waitSQRoom(r *ring) error {
 		if r.app.SQFree() > 0 {
 			return nil
 		}
+		if d.coop {
+			// The daemon's loop takes the work once it has the P and says
+			// so on Notify; the futex flag would only cost it a wake call.
+			if d.dead.Load() {
+				return d.deadErr()
+			}
+			d.coopPause(time.Now().Add(100 * time.Millisecond))
+			continue
+		}
 		v := r.app.SetWaiting(shmring.WaitSQ)
 		if r.app.SQFree() > 0 {
 			return nil
 		}
 		if d.dead.Load() {
 			return d.deadErr()
-		}
-		if d.coop {
-			// The daemon's loop takes the work once it has the P.
-			d.coopPause(time.Now().Add(100 * time.Millisecond))
-			continue
 		}
 		// Bounded: a daemon that stopped taking work is noticed through
 		// the socket (dead), checked every round.
