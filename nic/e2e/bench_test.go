@@ -257,11 +257,14 @@ func rawXDPRun(tb testing.TB, src, dst *host, p int, d time.Duration) rawRun {
 }
 
 type bwJSON struct {
-	Results []struct {
-		Average float64 `json:"BW_average"`
-		MsgRate float64 `json:"MsgRate"` // Mpps
-		Seconds float64 `json:"seconds"`
-	} `json:"results"`
+	Results []bwResult `json:"results"`
+}
+
+// bwResult is one row of mrc-write-bw --json.
+type bwResult struct {
+	Average float64 `json:"BW_average"`
+	MsgRate float64 `json:"MsgRate"` // Mpps
+	Seconds float64 `json:"seconds"`
 }
 
 type latJSON struct {

@@ -79,6 +79,16 @@ func BenchmarkNICCompare(b *testing.B) {
 // bwCase is one mrc-write-bw configuration.
 type bwCase struct{ size, qps int }
 
+// value is what the ratio table takes from a run of c: Gb/s, or for
+// writes under 4 KiB the message rate (Mmsg/s: bytes per second mean
+// little for tiny writes), as bwName names it.
+func (c bwCase) value(r bwResult) float64 {
+	if c.size < 4096 {
+		return r.MsgRate
+	}
+	return r.Average * (1 << 20) * 8 / 1e9
+}
+
 func (c bwCase) String() string {
 	return fmt.Sprintf("mrc-write-bw %s, %d QP", sizeName(c.size), c.qps)
 }
@@ -412,10 +422,7 @@ func runBenchNIC(b *testing.B, cfg benchNICConfig) *benchNICResult {
 						b.Fatalf("%s: mrc-write-bw results: %+v", tag, bw)
 					}
 					r0 := bw.Results[0]
-					v := r0.Average * (1 << 20) * 8 / 1e9
-					if c.size < 4096 {
-						v = r0.MsgRate // Mpps: bytes per second mean little for tiny writes
-					}
+					v := c.value(r0)
 					res.add(p.name, prefix+bwName(c), round, v)
 					// CPU per byte moves less with the machine's load than
 					// the rate does: a daemon that waits for the CPU does
@@ -487,10 +494,7 @@ func inProcessRuns(b *testing.B, res *benchNICResult, cfg benchNICConfig, path s
 			b.Fatalf("%s: mrc-write-bw --in-process results: %+v", tag, bw)
 		}
 		r0 := bw.Results[0]
-		v := r0.Average * (1 << 20) * 8 / 1e9
-		if c.size < 4096 {
-			v = r0.MsgRate
-		}
+		v := c.value(r0)
 		res.add(path, inProcessName(bwName(c)), round, v)
 		progress("%s: %s --in-process: %s", tag, c, num(v))
 	}
